@@ -1,0 +1,339 @@
+//! Linux private futexes, safe to call.
+//!
+//! [`wait`] blocks the calling thread while an [`AtomicU32`] still holds an
+//! expected value; [`wake`] wakes threads blocked on it. The kernel compares
+//! the value and queues the waiter atomically with respect to `wake`, which is
+//! what makes the "check the value, then sleep" pattern free of lost
+//! wake-ups. Both use `FUTEX_PRIVATE_FLAG`: spindle never shares futexes
+//! between processes, and private futexes skip the mm-wide hash lookup.
+//!
+//! Timeouts are turned into an absolute `CLOCK_MONOTONIC` deadline once
+//! (`FUTEX_WAIT_BITSET` takes an absolute time), so a wait interrupted by a
+//! signal (`EINTR`) resumes with the same deadline: it neither returns early
+//! nor drifts late.
+//!
+//! [`Futex`] bundles a word with its wait queue. It is what protocol code uses,
+//! because under `--cfg loom` it becomes an emulation (a loom mutex and
+//! condition variable that check the word under the lock, as the kernel does)
+//! that loom can explore.
+
+use std::sync::atomic::AtomicU32;
+use std::time::{Duration, Instant};
+
+/// Blocks while `*atom == expected`, at most `timeout` (`None`: no limit).
+///
+/// Returns `false` if the timeout elapsed, `true` otherwise: the value was no
+/// longer `expected` on entry (`EAGAIN`), or a [`wake`] arrived. Like every
+/// futex wait it may also return `true` spuriously; callers re-check their
+/// condition. A signal delivered to the thread does not end the wait early.
+pub fn wait(atom: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    match (timeout, deadline) {
+        // A timeout too large for the clock is no timeout at all.
+        (Some(_), None) | (None, _) => wait_until(atom, expected, None),
+        (Some(_), Some(d)) => wait_until(atom, expected, Some(d)),
+    }
+}
+
+/// Like [`wait`], with an absolute deadline. A deadline in the past returns
+/// `false` at once (after checking nothing: the wait has already timed out).
+pub fn wait_until(atom: &AtomicU32, expected: u32, deadline: Option<Instant>) -> bool {
+    let abs = match deadline {
+        None => None,
+        Some(d) => match monotonic_timespec_of(d) {
+            Some(ts) => Some(ts),
+            None => return false,
+        },
+    };
+    let ts_ptr = abs
+        .as_ref()
+        .map_or(std::ptr::null(), |ts| ts as *const libc::timespec);
+    loop {
+        // SAFETY: `atom` is a valid, aligned u32 for the duration of the call
+        // (we hold a reference to it); `ts_ptr` is null or points at a
+        // timespec that lives on this stack frame until the call returns.
+        // FUTEX_WAIT_BITSET with MATCH_ANY takes an absolute CLOCK_MONOTONIC
+        // time and ignores uaddr2.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                atom.as_ptr(),
+                libc::FUTEX_WAIT_BITSET | libc::FUTEX_PRIVATE_FLAG,
+                expected,
+                ts_ptr,
+                std::ptr::null::<u32>(),
+                libc::FUTEX_BITSET_MATCH_ANY,
+            )
+        };
+        if r == 0 {
+            return true;
+        }
+        match errno() {
+            libc::EINTR => continue,
+            libc::ETIMEDOUT => return false,
+            // EAGAIN: the value had already moved on. Anything else (EFAULT,
+            // EINVAL) cannot happen with a valid reference; treat it as a
+            // spurious wake-up rather than blocking forever.
+            _ => return true,
+        }
+    }
+}
+
+/// Wakes at most `n` threads blocked in [`wait`] on `atom`; returns how many
+/// were woken.
+pub fn wake(atom: &AtomicU32, n: u32) -> usize {
+    let n = n.min(i32::MAX as u32) as libc::c_int;
+    // SAFETY: `atom` is a valid, aligned u32; FUTEX_WAKE reads nothing else.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            atom.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            n,
+        )
+    };
+    if r < 0 {
+        0
+    } else {
+        r as usize
+    }
+}
+
+fn errno() -> libc::c_int {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// The `CLOCK_MONOTONIC` time of `deadline`, or `None` if it has passed.
+///
+/// `Instant` is `CLOCK_MONOTONIC` on Linux but opaque, so we read both clocks
+/// back to back and carry the difference over.
+fn monotonic_timespec_of(deadline: Instant) -> Option<libc::timespec> {
+    let now = Instant::now();
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let left = deadline.checked_duration_since(now)?;
+    if left.is_zero() {
+        return None;
+    }
+    let nsec = ts.tv_nsec as u64 + u64::from(left.subsec_nanos());
+    let secs = (ts.tv_sec as u64)
+        .saturating_add(left.as_secs())
+        .saturating_add(nsec / 1_000_000_000);
+    Some(libc::timespec {
+        tv_sec: secs.min(libc::time_t::MAX as u64) as libc::time_t,
+        tv_nsec: (nsec % 1_000_000_000) as _,
+    })
+}
+
+pub use imp::Futex;
+
+#[cfg(not(loom))]
+mod imp {
+    use std::sync::atomic::AtomicU32;
+    use std::time::{Duration, Instant};
+
+    /// A 32-bit word that threads can sleep on.
+    ///
+    /// A plain futex outside loom; under `--cfg loom`, an emulation loom can
+    /// explore (the word is then a loom atomic, and timeouts never elapse
+    /// because loom has no clock).
+    #[derive(Debug, Default)]
+    pub struct Futex {
+        word: AtomicU32,
+    }
+
+    impl Futex {
+        /// A futex holding `value`.
+        pub const fn new(value: u32) -> Self {
+            Futex {
+                word: AtomicU32::new(value),
+            }
+        }
+
+        /// The word itself, for loads, stores and read-modify-writes.
+        #[inline]
+        pub fn word(&self) -> &AtomicU32 {
+            &self.word
+        }
+
+        /// [`super::wait`] on this word.
+        #[inline]
+        pub fn wait(&self, expected: u32, timeout: Option<Duration>) -> bool {
+            super::wait(&self.word, expected, timeout)
+        }
+
+        /// [`super::wait_until`] on this word.
+        #[inline]
+        pub fn wait_until(&self, expected: u32, deadline: Option<Instant>) -> bool {
+            super::wait_until(&self.word, expected, deadline)
+        }
+
+        /// [`super::wake`] on this word.
+        #[inline]
+        pub fn wake(&self, n: u32) -> usize {
+            super::wake(&self.word, n)
+        }
+    }
+}
+
+#[cfg(loom)]
+mod imp {
+    use loom::sync::atomic::{AtomicU32, Ordering};
+    use loom::sync::{Condvar, Mutex};
+    use std::time::{Duration, Instant};
+
+    /// Loom emulation of a futex: the word is checked under a mutex that
+    /// `wake` also takes, as the kernel checks it under the hash-bucket lock,
+    /// so "value unchanged, then sleep" is atomic with respect to `wake`.
+    #[derive(Debug)]
+    pub struct Futex {
+        word: AtomicU32,
+        waiters: Mutex<usize>,
+        cv: Condvar,
+    }
+
+    impl Default for Futex {
+        fn default() -> Self {
+            Futex::new(0)
+        }
+    }
+
+    impl Futex {
+        pub fn new(value: u32) -> Self {
+            Futex {
+                word: AtomicU32::new(value),
+                waiters: Mutex::new(0),
+                cv: Condvar::new(),
+            }
+        }
+
+        pub fn word(&self) -> &AtomicU32 {
+            &self.word
+        }
+
+        /// Loom has no clock: a timeout never elapses, so this returns only
+        /// when the value has moved or a wake arrives.
+        pub fn wait(&self, expected: u32, _timeout: Option<Duration>) -> bool {
+            let mut waiters = self.waiters.lock().unwrap();
+            if self.word.load(Ordering::SeqCst) != expected {
+                return true;
+            }
+            *waiters += 1;
+            let mut waiters = self.cv.wait(waiters).unwrap();
+            *waiters -= 1;
+            true
+        }
+
+        pub fn wait_until(&self, expected: u32, _deadline: Option<Instant>) -> bool {
+            self.wait(expected, None)
+        }
+
+        pub fn wake(&self, n: u32) -> usize {
+            let waiters = self.waiters.lock().unwrap();
+            let woken = (*waiters).min(n as usize);
+            for _ in 0..woken {
+                self.cv.notify_one();
+            }
+            woken
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::thread;
+
+    #[test]
+    fn wait_returns_at_once_when_value_differs() {
+        let a = AtomicU32::new(1);
+        assert!(wait(&a, 0, Some(Duration::from_secs(10))));
+    }
+
+    #[test]
+    fn wait_times_out() {
+        let a = AtomicU32::new(0);
+        let t = Instant::now();
+        assert!(!wait(&a, 0, Some(Duration::from_millis(20))));
+        assert!(t.elapsed() >= Duration::from_millis(20));
+    }
+
+    #[test]
+    fn past_deadline_times_out_at_once() {
+        let a = AtomicU32::new(0);
+        assert!(!wait_until(&a, 0, Some(Instant::now())));
+    }
+
+    #[test]
+    fn huge_timeout_is_no_timeout() {
+        let a = Arc::new(AtomicU32::new(0));
+        let a2 = a.clone();
+        let h = thread::spawn(move || wait(&a2, 0, Some(Duration::MAX)));
+        while wake(&a, 1) == 0 {
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert!(h.join().unwrap());
+    }
+
+    #[test]
+    fn wake_wakes_a_waiter() {
+        let a = Arc::new(AtomicU32::new(0));
+        let a2 = a.clone();
+        let h = thread::spawn(move || {
+            while a2.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                wait(&a2, 0, None);
+            }
+        });
+        thread::sleep(Duration::from_millis(10));
+        a.store(1, std::sync::atomic::Ordering::SeqCst);
+        wake(&a, 1);
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn wake_without_waiters_wakes_none() {
+        let a = AtomicU32::new(0);
+        assert_eq!(wake(&a, 4), 0);
+    }
+
+    /// A signal that interrupts the wait (EINTR) must not end it early.
+    #[test]
+    fn signal_does_not_end_wait_early() {
+        extern "C" fn on_usr1(_: libc::c_int) {}
+        // SAFETY: installing a handler that does nothing is async-signal-safe;
+        // SA_RESTART is deliberately left off so that futex sees EINTR.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_usr1 as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = thread::spawn(move || {
+            // SAFETY: pthread_self has no preconditions.
+            tx.send(unsafe { libc::pthread_self() }).unwrap();
+            let a = AtomicU32::new(0);
+            let t = Instant::now();
+            let woke = wait(&a, 0, Some(Duration::from_millis(100)));
+            (woke, t.elapsed())
+        });
+        let tid = rx.recv().unwrap();
+        for _ in 0..5 {
+            thread::sleep(Duration::from_millis(10));
+            // SAFETY: the thread is alive until it has waited 100 ms, and we
+            // signal it only within the first 50 ms.
+            unsafe { libc::pthread_kill(tid, libc::SIGUSR1) };
+        }
+        let (woke, took) = h.join().unwrap();
+        assert!(!woke, "the wait must end by timing out");
+        assert!(
+            took >= Duration::from_millis(100),
+            "returned early: {took:?}"
+        );
+    }
+}

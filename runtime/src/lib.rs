@@ -1,0 +1,1 @@
+//! spindle: the runtime crate (built in the runtime-core issue).
