@@ -1,1 +1,79 @@
-//! spindle: the runtime crate (built in the runtime-core issue).
+//! spindle: an M:N runtime of stackful tasks with an integrated timer.
+//!
+//! Many tasks (green threads with their own stacks) run on a few worker
+//! threads. Inside a task you write ordinary blocking code — [`sleep`],
+//! [`JoinHandle::join`], [`Butex::wait`], locking a [`sync::Mutex`] — and only
+//! the task blocks; its worker runs others meanwhile. The design follows
+//! bRPC's bthread (see `docs/` and `DESIGN.md`):
+//!
+//! - [`Runtime`] is a `TaskControl`: worker threads, each a `TaskGroup` with
+//!   a work-stealing deque, a remote queue and a parking lot slot;
+//! - tasks are corosensei coroutines on pooled, guard-paged stacks;
+//! - one shared `spindle_timer::TimerThread` wakes sleeping tasks by putting
+//!   them back on their worker's remote queue;
+//! - [`Butex`] is the one wait primitive; everything that blocks is built on it.
+//!
+//! ```
+//! let rt = spindle::Runtime::builder().workers(2).build().unwrap();
+//! let sum = rt.block_on(|| {
+//!     let hs: Vec<_> = (0..10u64).map(|i| spindle::spawn(move || i * i)).collect();
+//!     hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+//! });
+//! assert_eq!(sum, 285);
+//! ```
+//!
+//! # Safety model
+//!
+//! `spawn` is safe, so spindle must be sound for any safe code: a task that
+//! has started runs on the same worker thread for the rest of its life (only
+//! never-run tasks are stolen), so its thread-local storage never changes
+//! under it. See `docs/safety.md`. The auto traits are promised as follows:
+//!
+//! ```
+//! fn send_sync<T: Send + Sync>() {}
+//! send_sync::<spindle::Runtime>();
+//! send_sync::<spindle::JoinHandle<u32>>();
+//! send_sync::<spindle::Butex>();
+//! send_sync::<spindle::TaskId>();
+//! ```
+//!
+//! A closure that is not `Send` cannot be spawned (it may start on another
+//! worker):
+//!
+//! ```compile_fail
+//! let rc = std::rc::Rc::new(1);
+//! spindle::spawn(move || drop(rc));
+//! ```
+//!
+//! nor can one return a value that is not `Send`:
+//!
+//! ```compile_fail
+//! spindle::spawn(|| std::rc::Rc::new(1));
+//! ```
+//!
+//! and a `JoinHandle` of a non-`Send` result cannot cross threads:
+//!
+//! ```compile_fail
+//! fn send<T: Send>(_: T) {}
+//! fn handle() -> spindle::JoinHandle<std::rc::Rc<u8>> { unimplemented!() }
+//! send(handle());
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod butex;
+mod control;
+mod error;
+mod group;
+mod meta;
+mod queue;
+mod runtime;
+mod stack;
+pub mod task;
+mod time;
+
+pub use butex::Butex;
+pub use error::{JoinError, NoSuchTask, SetWorkersError, SleepError, WaitError};
+pub use meta::TaskId;
+pub use runtime::{global_runtime, Builder, Runtime, RuntimeStats, DEFAULT_STACK_SIZE};
+pub use task::{current, spawn, spawn_urgent, yield_now, JoinHandle};
+pub use time::{interrupt, is_stopped, sleep, sleep_until, stop, usleep, with_deadline};

@@ -1,0 +1,553 @@
+//! `Butex`: the one wait primitive of spindle, for tasks and plain threads.
+//!
+//! A butex is a 32-bit value plus a FIFO list of waiters. `wait(expected,
+//! deadline)` returns at once if the value is not `expected`; otherwise a task
+//! switches out and a plain thread parks. Join, sleep, mutex, condvar,
+//! countdown events and deadline scopes are all built on it.
+//!
+//! # The waiter protocol
+//!
+//! A waiter is a [`WaitNode`] on the waiter's own stack. Four parties may end
+//! a wait: a waker (`wake_one`/`wake_all`), the wait's timer, an
+//! `interrupt`/`stop`, and the value check. Every one of them decides **under
+//! the butex's lock**: whoever finds the node still linked unlinks it and
+//! writes the outcome; the others find it unlinked and do nothing. So each
+//! wait has exactly one outcome, and no wake-up is delivered twice.
+//!
+//! For a task, the steps are (the worker does 2-4 after the switch, so that
+//! nothing can resume the task's stack while it still runs):
+//!
+//! 1. the task builds the node and suspends with `Suspend::Wait`;
+//! 2. under the task's interrupt lock: a pending interrupt or stop ends the
+//!    wait at once; otherwise, under the butex lock, the value is checked and
+//!    the node linked, and the task records that it waits on this node;
+//! 3. the worker arms the deadline timer (its callback only takes the butex
+//!    lock, unlinks the node if still linked, and queues the task);
+//! 4. the winner of the race queues the task on its home worker;
+//! 5. the task resumes, clears its interrupt record, and cancels the timer.
+//!    If the callback is running, it waits for it to finish touching the
+//!    node. So a timer never outlives its wait: a cancelled timer can never
+//!    end a later, unrelated wait with a false `TimedOut`.
+//!
+//! Lock order: a task's interrupt lock, then a butex lock. Wakers and timers
+//! take only the butex lock.
+
+use crate::error::WaitError;
+use crate::group::{self, Suspend, TaskGroup};
+use crate::meta::TaskRef;
+use tmp_timer::{TimerId, TimerThread, Unschedule};
+// TEMP-STUB-BEGIN
+mod tmp_timer {
+    use std::time::Instant;
+    #[derive(Debug, Clone, Copy)]
+    pub struct TimerId;
+    #[derive(Debug, PartialEq, Eq)]
+    pub enum Unschedule {
+        Removed,
+        Running,
+        NotFound,
+    }
+    pub struct TimerThread;
+    impl TimerThread {
+        pub fn global() -> &'static TimerThread {
+            &TimerThread
+        }
+        pub fn schedule<F: FnOnce() + Send + 'static>(
+            &self,
+            d: Instant,
+            f: F,
+        ) -> Result<TimerId, ()> {
+            std::thread::spawn(move || {
+                let n = Instant::now();
+                if d > n {
+                    std::thread::sleep(d - n)
+                };
+                f()
+            });
+            Ok(TimerId)
+        }
+        pub fn unschedule(&self, _: TimerId) -> Unschedule {
+            Unschedule::Running
+        }
+    }
+}
+// TEMP-STUB-END
+use std::cell::{Cell, UnsafeCell};
+use std::fmt;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::thread::Thread;
+use std::time::Instant;
+
+// Outcomes of a wait, stored in `WaitNode::outcome`.
+const WAITING: u32 = 0;
+const WOKEN: u32 = 1;
+const WOULD_BLOCK: u32 = 2;
+const TIMED_OUT: u32 = 3;
+const INTERRUPTED: u32 = 4;
+
+/// A 32-bit value that tasks and threads can wait on; see the module docs.
+pub struct Butex {
+    value: AtomicU32,
+    waiters: Mutex<WaitList>,
+}
+
+impl fmt::Debug for Butex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Butex")
+            .field("value", &self.value.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Butex {
+    fn default() -> Self {
+        Butex::new(0)
+    }
+}
+
+/// Who waits in a node, and how to wake them.
+pub(crate) enum Waiter {
+    Task(TaskRef),
+    Thread(Thread),
+}
+
+/// One wait, on the waiter's stack; see the module docs.
+pub(crate) struct WaitNode {
+    // Links and `linked`: under the butex lock.
+    prev: Cell<*const WaitNode>,
+    next: Cell<*const WaitNode>,
+    linked: Cell<bool>,
+    pub(crate) butex: *const Butex,
+    expected: u32,
+    waiter: Waiter,
+    /// Whether interrupt/stop may end this wait (join's may not).
+    interruptible: bool,
+    deadline: Option<Instant>,
+    /// One of the outcome constants; written under the butex lock (or the
+    /// task's interrupt lock, before the node is linked).
+    outcome: AtomicU32,
+    /// The deadline timer, if one was armed (written by the worker in step 3,
+    /// read by the task after it resumes: both on the home worker's thread).
+    timer: UnsafeCell<Option<TimerId>>,
+    /// Set by the timer callback as its last touch of the node.
+    timer_done: AtomicBool,
+}
+
+struct WaitList {
+    head: *const WaitNode,
+    tail: *const WaitNode,
+}
+
+// SAFETY: the list holds pointers to nodes that stay alive while linked
+// (their waiters cannot return before being unlinked); it is only touched
+// under the butex's mutex.
+unsafe impl Send for WaitList {}
+
+impl WaitList {
+    /// # Safety
+    /// Under the butex lock; `n` is alive and not linked.
+    unsafe fn push_back(&mut self, n: &WaitNode) {
+        n.prev.set(self.tail);
+        n.next.set(ptr::null());
+        if self.tail.is_null() {
+            self.head = n;
+        } else {
+            // SAFETY: `tail` is a linked, hence live, node.
+            unsafe { (*self.tail).next.set(n) };
+        }
+        self.tail = n;
+        n.linked.set(true);
+    }
+
+    /// # Safety
+    /// Under the butex lock; `n` is linked in this list.
+    unsafe fn unlink(&mut self, n: &WaitNode) {
+        let (prev, next) = (n.prev.get(), n.next.get());
+        if prev.is_null() {
+            self.head = next;
+        } else {
+            // SAFETY: linked neighbours are live.
+            unsafe { (*prev).next.set(next) };
+        }
+        if next.is_null() {
+            self.tail = prev;
+        } else {
+            // SAFETY: linked neighbours are live.
+            unsafe { (*next).prev.set(prev) };
+        }
+        n.linked.set(false);
+    }
+
+    fn front(&self) -> Option<&WaitNode> {
+        // SAFETY: a linked node is alive while it is linked, and we are
+        // under the butex lock (the list is borrowed from its guard).
+        unsafe { self.head.as_ref() }
+    }
+}
+
+/// What a winner must do after dropping the butex lock.
+enum Wake {
+    Task(TaskRef),
+    Thread(Thread),
+}
+
+impl Wake {
+    fn deliver(self) {
+        match self {
+            Wake::Task(t) => make_ready(t),
+            Wake::Thread(th) => th.unpark(),
+        }
+    }
+}
+
+/// Ends a wait of `node` with `outcome` if it is still linked. Returns the
+/// wake-up to deliver after the lock is dropped.
+///
+/// # Safety
+/// Under the butex lock; `node` is alive.
+unsafe fn claim(list: &mut WaitList, node: &WaitNode, outcome: u32) -> Option<Wake> {
+    if !node.linked.get() {
+        return None;
+    }
+    // SAFETY: the caller holds the lock and `node` is linked.
+    unsafe { list.unlink(node) };
+    node.outcome.store(outcome, Ordering::Release);
+    Some(match &node.waiter {
+        Waiter::Task(t) => Wake::Task(*t),
+        Waiter::Thread(th) => Wake::Thread(th.clone()),
+    })
+}
+
+/// Queues a started task that was blocked: on this worker's ready list if
+/// this is its home worker, else on its home's remote queue.
+pub(crate) fn make_ready(t: TaskRef) {
+    if let Some(g) = group::current_group() {
+        if g.index == t.home() && ptr::eq(&*g.shared, shared_of(t)) {
+            g.push_ready(t);
+            return;
+        }
+    }
+    shared_of(t).push_remote(t);
+}
+
+fn shared_of(t: TaskRef) -> &'static crate::control::Shared {
+    // SAFETY: set at spawn, read-only while the task lives; the runtime's
+    // shared state outlives its started tasks (workers hold an Arc).
+    unsafe { &**t.shared.get() }
+}
+
+impl Butex {
+    /// A butex holding `value`, with no waiters.
+    pub const fn new(value: u32) -> Self {
+        Butex {
+            value: AtomicU32::new(value),
+            waiters: Mutex::new(WaitList {
+                head: ptr::null(),
+                tail: ptr::null(),
+            }),
+        }
+    }
+
+    /// The value. Change it, then wake: a waiter checks it under the lock
+    /// that `wake_*` takes, so a change followed by a wake is never missed.
+    pub fn value(&self) -> &AtomicU32 {
+        &self.value
+    }
+
+    fn lock(&self) -> MutexGuard<'_, WaitList> {
+        // The list is consistent at every unlock; poisoning carries nothing.
+        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits while the value is `expected`, until woken, `deadline`, an
+    /// interrupt, or the deadline of an enclosing `with_deadline` scope.
+    ///
+    /// - `Ok(())`: woken by `wake_one`/`wake_all` (callers re-check the value);
+    /// - `WouldBlock`: the value was not `expected`;
+    /// - `TimedOut`: `deadline` passed;
+    /// - `Interrupted` / `Stopped`: see [`interrupt`](crate::interrupt) and
+    ///   [`stop`](crate::stop) (tasks only);
+    /// - `DeadlineExceeded`: the enclosing scope's deadline passed.
+    pub fn wait(&self, expected: u32, deadline: Option<Instant>) -> Result<(), WaitError> {
+        wait(self, expected, deadline, true)
+    }
+
+    /// Wakes the longest waiter; returns how many were woken (0 or 1).
+    pub fn wake_one(&self) -> usize {
+        let wake = {
+            let mut list = self.lock();
+            match list.front() {
+                None => None,
+                Some(n) => {
+                    let n: *const WaitNode = n;
+                    // SAFETY: under the lock; `n` is the linked head.
+                    unsafe { claim(&mut list, &*n, WOKEN) }
+                }
+            }
+        };
+        match wake {
+            Some(w) => {
+                w.deliver();
+                1
+            }
+            None => 0,
+        }
+    }
+
+    /// Wakes every waiter; returns how many were woken.
+    pub fn wake_all(&self) -> usize {
+        let mut woken = Vec::new();
+        let mut n = 0;
+        // Deliver in batches so a large wake-up does not hold the lock long
+        // or allocate more than one small vector.
+        loop {
+            {
+                let mut list = self.lock();
+                while woken.len() < 64 {
+                    let Some(node) = list.front() else { break };
+                    let node: *const WaitNode = node;
+                    // SAFETY: under the lock; `node` is the linked head.
+                    if let Some(w) = unsafe { claim(&mut list, &*node, WOKEN) } {
+                        woken.push(w);
+                    }
+                }
+            }
+            if woken.is_empty() {
+                return n;
+            }
+            n += woken.len();
+            for w in woken.drain(..) {
+                w.deliver();
+            }
+        }
+    }
+}
+
+/// The effective deadline of a wait: its own, or the enclosing scope's if
+/// earlier. The flag says whether the scope's is the one that binds.
+fn effective_deadline(own: Option<Instant>) -> (Option<Instant>, bool) {
+    match (own, crate::time::scope_deadline()) {
+        (Some(d), Some(s)) if s < d => (Some(s), true),
+        (None, Some(s)) => (Some(s), true),
+        (d, _) => (d, false),
+    }
+}
+
+/// The shared body of every wait; `interruptible` is false for join.
+pub(crate) fn wait(
+    butex: &Butex,
+    expected: u32,
+    deadline: Option<Instant>,
+    interruptible: bool,
+) -> Result<(), WaitError> {
+    let task = group::current_task().filter(|_| group::can_suspend());
+    if interruptible {
+        if let Some(t) = task {
+            if t.stopped.load(Ordering::Acquire) {
+                return Err(WaitError::Stopped);
+            }
+        }
+    }
+    if butex.value.load(Ordering::Acquire) != expected {
+        return Err(WaitError::WouldBlock);
+    }
+    let (deadline, by_scope) = effective_deadline(deadline);
+    let timed_out = if by_scope {
+        WaitError::DeadlineExceeded
+    } else {
+        WaitError::TimedOut
+    };
+    if deadline.is_some_and(|d| d <= Instant::now()) {
+        return Err(timed_out);
+    }
+    let node = WaitNode {
+        prev: Cell::new(ptr::null()),
+        next: Cell::new(ptr::null()),
+        linked: Cell::new(false),
+        butex,
+        expected,
+        waiter: match task {
+            Some(t) => Waiter::Task(t),
+            None => Waiter::Thread(std::thread::current()),
+        },
+        interruptible: interruptible && task.is_some(),
+        deadline,
+        outcome: AtomicU32::new(WAITING),
+        timer: UnsafeCell::new(None),
+        timer_done: AtomicBool::new(false),
+    };
+    let outcome = match task {
+        Some(t) => wait_task(t, &node),
+        None => wait_thread(butex, &node),
+    };
+    match outcome {
+        WOKEN => Ok(()),
+        WOULD_BLOCK => Err(WaitError::WouldBlock),
+        TIMED_OUT => Err(timed_out),
+        INTERRUPTED => match task {
+            Some(t) if t.stopped.load(Ordering::Acquire) => Err(WaitError::Stopped),
+            _ => Err(WaitError::Interrupted),
+        },
+        other => unreachable!("wait ended with outcome {other}"),
+    }
+}
+
+fn wait_task(t: TaskRef, node: &WaitNode) -> u32 {
+    group::suspend(t, Suspend::Wait(node));
+    // Step 5 of the module docs: we run again, so somebody ended the wait.
+    if node.interruptible {
+        t.lock_interrupts().waiting = ptr::null();
+    }
+    // SAFETY: written by our worker in `block` before we could resume; we
+    // run on the same thread.
+    if let Some(id) = unsafe { *node.timer.get() } {
+        if TimerThread::global().unschedule(id) == Unschedule::Running {
+            // The callback holds a pointer to `node`: let it finish.
+            while !node.timer_done.load(Ordering::Acquire) {
+                std::hint::spin_loop();
+            }
+        }
+    }
+    node.outcome.load(Ordering::Acquire)
+}
+
+fn wait_thread(butex: &Butex, node: &WaitNode) -> u32 {
+    {
+        let mut list = butex.lock();
+        if butex.value.load(Ordering::Acquire) != node.expected {
+            return WOULD_BLOCK;
+        }
+        // SAFETY: under the lock; `node` lives until we return, and we
+        // unlink it (or somebody else does, under the lock) before that.
+        unsafe { list.push_back(node) };
+    }
+    loop {
+        let o = node.outcome.load(Ordering::Acquire);
+        if o != WAITING {
+            return o;
+        }
+        match node.deadline {
+            None => std::thread::park(),
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    let mut list = butex.lock();
+                    // SAFETY: under the lock; `node` is alive.
+                    if unsafe { claim(&mut list, node, TIMED_OUT) }.is_some() {
+                        return TIMED_OUT;
+                    }
+                    // Somebody won the race under the lock: take their outcome.
+                    continue;
+                }
+                std::thread::park_timeout(d - now);
+            }
+        }
+    }
+}
+
+/// Steps 2-3 of the module docs, run by `t`'s worker after `t` switched out.
+pub(crate) fn block(g: &TaskGroup, t: TaskRef, node: &WaitNode) {
+    // SAFETY: the butex outlives the wait: its waiter holds a reference.
+    let butex = unsafe { &*node.butex };
+    let linked = {
+        let mut st = node.interruptible.then(|| t.lock_interrupts());
+        let interrupted = match st.as_mut() {
+            Some(st) if st.pending || t.stopped.load(Ordering::Acquire) => {
+                st.pending = false;
+                true
+            }
+            _ => false,
+        };
+        if interrupted {
+            node.outcome.store(INTERRUPTED, Ordering::Relaxed);
+            false
+        } else {
+            let mut list = butex.lock();
+            if butex.value.load(Ordering::Acquire) != node.expected {
+                node.outcome.store(WOULD_BLOCK, Ordering::Relaxed);
+                false
+            } else {
+                // SAFETY: under the lock; the node lives on `t`'s stack until
+                // `t` resumes, which needs it unlinked first.
+                unsafe { list.push_back(node) };
+                if let Some(st) = st.as_mut() {
+                    st.waiting = node;
+                }
+                true
+            }
+        }
+    };
+    if !linked {
+        g.push_ready(t);
+        return;
+    }
+    if let Some(deadline) = node.deadline {
+        let node_ptr = NodePtr(node);
+        let armed = TimerThread::global().schedule(deadline, move || {
+            let np = node_ptr;
+            on_timeout(np.0)
+        });
+        match armed {
+            // SAFETY: `t` cannot run before this worker returns to its loop,
+            // so nothing reads `timer` concurrently.
+            Ok(id) => unsafe { *node.timer.get() = Some(id) },
+            // The timer thread is gone (process teardown): time out now
+            // rather than sleep forever.
+            Err(_) => on_timeout(node),
+        }
+    }
+}
+
+/// A node pointer that may travel to the timer thread.
+#[derive(Clone, Copy)]
+struct NodePtr(*const WaitNode);
+// SAFETY: the node outlives its timer: the waiting task cancels the timer,
+// or waits for its callback to finish, before the node goes away.
+unsafe impl Send for NodePtr {}
+
+/// The timer callback of a timed wait.
+fn on_timeout(node: *const WaitNode) {
+    // SAFETY: see `NodePtr`: the node and its butex are alive until we set
+    // `timer_done` (or until the task's unschedule returned Removed, in which
+    // case we never run).
+    let n = unsafe { &*node };
+    // SAFETY: as above.
+    let butex = unsafe { &*n.butex };
+    let wake = {
+        let mut list = butex.lock();
+        // SAFETY: under the lock; `n` is alive.
+        unsafe { claim(&mut list, n, TIMED_OUT) }
+    };
+    if let Some(w) = wake {
+        w.deliver();
+    }
+    // Last touch of the node.
+    n.timer_done.store(true, Ordering::Release);
+}
+
+/// Ends `t`'s current interruptible wait with `Interrupted`, or remembers
+/// the interrupt for its next wait. Called with `t`'s interrupt lock held.
+pub(crate) fn interrupt_locked(st: &mut crate::meta::InterruptState) -> Option<TaskRef> {
+    st.pending = true;
+    // SAFETY: `waiting` is set while the task is blocked on that node and
+    // cleared (under this lock, which we hold) before the node goes away.
+    let node = unsafe { st.waiting.as_ref() }?;
+    // SAFETY: the node's butex outlives the node.
+    let butex = unsafe { &*node.butex };
+    let mut list = butex.lock();
+    // SAFETY: under the lock; `node` is alive (see above).
+    match unsafe { claim(&mut list, node, INTERRUPTED) } {
+        Some(Wake::Task(t)) => {
+            st.pending = false;
+            Some(t)
+        }
+        Some(Wake::Thread(th)) => {
+            st.pending = false;
+            th.unpark();
+            None
+        }
+        None => None,
+    }
+}

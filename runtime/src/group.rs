@@ -1,0 +1,398 @@
+//! `TaskGroup`: one worker thread's scheduler.
+//!
+//! A group owns two local queues and shares one:
+//!
+//! - `fresh`: a crossbeam deque of tasks that have never run. Other workers
+//!   steal from it (in batches); only never-run tasks may migrate.
+//! - `ready`: a FIFO list of started tasks pinned to this worker (a task that
+//!   yielded, or was woken by a task of this worker).
+//! - `remote` (in [`GroupShared`]): started tasks woken by other threads.
+//!
+//! The loop takes work in this order: `fresh`, then `ready` (so a yield goes
+//! behind the tasks spawned before it), then the `remote` queue; every
+//! [`REMOTE_TICK`] runs the remote queue is drained and `ready` goes first,
+//! so that neither woken nor yielded tasks starve behind a stream of spawns.
+//! When nothing is local it steals: from the injector (spawns from plain
+//! threads), then from the other workers, starting at a random one and moving
+//! by a fixed stride coprime with the worker count. Then it spins briefly
+//! and finally parks on its lot (see `control.rs` for the handshake).
+//!
+//! # Switching
+//!
+//! A task suspends with a [`Suspend`] *reason*, and the worker acts on it only
+//! after the switch, once the task's stack is no longer running: a yield is
+//! queued, a wait is linked into its butex and its timer armed, an urgent
+//! spawn runs the child. This is bthread's "remained" callback made explicit,
+//! and it is why a waker or a timer can never resume a stack that is still
+//! running: the task is not visible to them until the switch is complete.
+
+use crate::butex::{self, WaitNode};
+use crate::control::{GroupShared, GroupStats, Shared, LOTS};
+use crate::meta::{self, TaskRef, NO_HOME};
+use crate::queue::LocalQueue;
+use corosensei::stack::DefaultStack;
+use corosensei::CoroutineResult;
+use crossbeam_deque::{Steal, Worker};
+use spindle_parking::loom::sync::atomic::{fence, Ordering::Relaxed, Ordering::SeqCst};
+use std::cell::{Cell, RefCell};
+use std::ptr;
+use std::sync::Arc;
+
+/// Remote queue checked at least every this many runs (tokio checks its
+/// global queue every 61 ticks; our remote queue holds wake-ups, which are
+/// latency-sensitive, so we look more often).
+const REMOTE_TICK: u32 = 31;
+/// Rounds of looking for work before parking. Each round is a full search
+/// plus a short pause; together a few microseconds, about the cost of the
+/// futex wake-up a park would need.
+const SPIN_ROUNDS: u32 = 64;
+
+/// Why a task switched out; acted upon by its worker after the switch.
+#[derive(Debug)]
+pub(crate) enum Suspend {
+    /// Queue me behind the other ready tasks.
+    Yield,
+    /// Block me on a butex; the node lives on my stack until I resume.
+    Wait(*const WaitNode),
+    /// Run this never-run child now, then me.
+    Urgent(TaskRef),
+}
+
+thread_local! {
+    /// The group of the worker running on this thread, null elsewhere.
+    static WORKER: Cell<*const TaskGroup> = const { Cell::new(ptr::null()) };
+}
+
+/// The current worker's group, if this thread is a worker.
+///
+/// Sound because started tasks never leave their worker (docs/safety.md):
+/// a task reading this thread-local always reads its own worker's.
+#[inline]
+pub(crate) fn current_group() -> Option<&'static TaskGroup> {
+    let p = WORKER.with(|w| w.get());
+    // SAFETY: the pointer is set by `TaskGroup::run` for the life of the
+    // worker loop and cleared before the group is dropped; only code running
+    // on this thread (the loop and its tasks) can observe it.
+    unsafe { p.as_ref() }
+}
+
+/// The task running on this thread, if any.
+#[inline]
+pub(crate) fn current_task() -> Option<TaskRef> {
+    current_group().and_then(|g| g.current.get())
+}
+
+/// One worker's scheduler state; see the module docs.
+pub(crate) struct TaskGroup {
+    pub(crate) index: usize,
+    pub(crate) shared: Arc<Shared>,
+    fresh: Worker<TaskRef>,
+    ready: LocalQueue,
+    current: Cell<Option<TaskRef>>,
+    /// Stacks of the default size, kept for the next spawns on this worker.
+    pub(crate) stacks: RefCell<Vec<DefaultStack>>,
+    /// Free task slots, kept for the next spawns on this worker.
+    pub(crate) slots: RefCell<Vec<u32>>,
+    rng: Cell<u64>,
+    tick: Cell<u32>,
+    /// A task that must run next (after `spawn_urgent`).
+    next: Cell<Option<TaskRef>>,
+}
+
+impl std::fmt::Debug for TaskGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskGroup")
+            .field("index", &self.index)
+            .field("ready", &self.ready.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TaskGroup {
+    pub(crate) fn new(index: usize, shared: Arc<Shared>, fresh: Worker<TaskRef>) -> Self {
+        TaskGroup {
+            index,
+            shared,
+            fresh,
+            ready: LocalQueue::new(),
+            current: Cell::new(None),
+            stacks: RefCell::new(Vec::new()),
+            slots: RefCell::new(Vec::new()),
+            rng: Cell::new(
+                0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9),
+            ),
+            tick: Cell::new(0),
+            next: Cell::new(None),
+        }
+    }
+
+    pub(crate) fn me(&self) -> &GroupShared {
+        self.shared.group(self.index).expect("own group exists")
+    }
+
+    pub(crate) fn lot(&self) -> usize {
+        self.index % LOTS
+    }
+
+    /// Queues a never-run task on this worker (stealable) and wakes a worker
+    /// to take it if none is looking.
+    pub(crate) fn push_fresh(&self, t: TaskRef) {
+        self.fresh.push(t);
+        self.shared.notify_work(self.lot());
+    }
+
+    /// Makes a started task of this worker runnable again.
+    pub(crate) fn push_ready(&self, t: TaskRef) {
+        self.ready.push_back(t);
+    }
+
+    /// The worker loop. Returns when the runtime stops.
+    pub(crate) fn run(&self) {
+        WORKER.with(|w| w.set(self));
+        self.shared.searching.fetch_add(1, SeqCst);
+        let mut searching = true;
+        loop {
+            if self.shared.stopping.load(Relaxed) {
+                break;
+            }
+            let task = match self.next_local() {
+                Some(t) => Some(t),
+                None => self.search(&mut searching),
+            };
+            if let Some(t) = task {
+                if searching {
+                    searching = false;
+                    // The last searcher to find work wakes another, so a
+                    // burst of spawns is spread even though their producers
+                    // skipped the wake-up (a searcher existed).
+                    if self.shared.searching.fetch_sub(1, SeqCst) == 1 {
+                        self.shared.notify_work(self.lot());
+                    }
+                }
+                self.run_task(t);
+            } else if !searching {
+                searching = true;
+                self.shared.searching.fetch_add(1, SeqCst);
+            }
+        }
+        if searching {
+            self.shared.searching.fetch_sub(1, SeqCst);
+        }
+        self.cancel_queued();
+        self.shared.stacks.give_all(&mut self.stacks.borrow_mut());
+        meta::table().give_back(&mut self.slots.borrow_mut());
+        WORKER.with(|w| w.set(ptr::null()));
+    }
+
+    /// Local work, in the order of the module docs.
+    fn next_local(&self) -> Option<TaskRef> {
+        if let Some(t) = self.next.take() {
+            return Some(t);
+        }
+        let tick = self.tick.get().wrapping_add(1);
+        self.tick.set(tick);
+        if tick % REMOTE_TICK == 0 {
+            // Starvation guard: woken and yielded tasks go first this time.
+            self.me().remote.take_all(&self.ready);
+            if let Some(t) = self.ready.pop_front() {
+                return Some(t);
+            }
+        }
+        // New tasks before yielded ones: a yield goes behind everything that
+        // was runnable when it happened, as in bthread's single run queue.
+        if let Some(t) = self.fresh.pop() {
+            return Some(t);
+        }
+        if let Some(t) = self.ready.pop_front() {
+            return Some(t);
+        }
+        if self.me().remote.take_all(&self.ready) > 0 {
+            return self.ready.pop_front();
+        }
+        None
+    }
+
+    /// Work from elsewhere: the injector, then the other workers.
+    fn steal(&self) -> Option<TaskRef> {
+        loop {
+            match self.shared.injector.steal_batch_and_pop(&self.fresh) {
+                Steal::Success(t) => return Some(t),
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+        let n = self.shared.worker_count();
+        if n <= 1 {
+            return None;
+        }
+        let stride = stride_for(n);
+        let mut x = self.rng.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.set(x);
+        let start = (x % n as u64) as usize;
+        for i in 0..n {
+            let victim = (start + i * stride) % n;
+            if victim == self.index {
+                continue;
+            }
+            let Some(g) = self.shared.group(victim) else {
+                continue;
+            };
+            loop {
+                match g.stealer.steal_batch_and_pop(&self.fresh) {
+                    Steal::Success(t) => {
+                        GroupStats::bump(&self.me().stats.steals);
+                        return Some(t);
+                    }
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+        }
+        None
+    }
+
+    /// Spins, then parks, until work or the stop arrives.
+    fn search(&self, searching: &mut bool) -> Option<TaskRef> {
+        for round in 0..SPIN_ROUNDS {
+            if let Some(t) = self.steal().or_else(|| self.next_local()) {
+                return Some(t);
+            }
+            if self.shared.stopping.load(Relaxed) {
+                return None;
+            }
+            for _ in 0..(1 << (round / 16).min(4)) * 8 {
+                std::hint::spin_loop();
+            }
+        }
+        // Park: read the lot's state before the last look (see control.rs).
+        let shared = &*self.shared;
+        let lot = &shared.lots[self.lot()];
+        let state = lot.state();
+        let me = self.me();
+        me.sleeping.store(true, Relaxed);
+        shared.parked.fetch_add(1, SeqCst);
+        if *searching {
+            *searching = false;
+            shared.searching.fetch_sub(1, SeqCst);
+        }
+        fence(SeqCst);
+        let found = self.next_local().or_else(|| self.steal());
+        if found.is_none() && !shared.stopping.load(SeqCst) {
+            GroupStats::bump(&me.stats.parks);
+            tracing::trace!(worker = self.index, "park");
+            lot.wait(state);
+        }
+        me.sleeping.store(false, Relaxed);
+        shared.parked.fetch_sub(1, SeqCst);
+        found
+    }
+
+    /// Runs `t` until it suspends, then acts on why it did.
+    fn run_task(&self, t: TaskRef) {
+        if t.home() == NO_HOME {
+            t.set_home(self.index);
+        }
+        debug_assert_eq!(t.home(), self.index, "a started task left its worker");
+        self.current.set(Some(t));
+        // SAFETY: errno is this thread's; the saved value is the task's own.
+        unsafe { *libc::__errno_location() = *t.errno.get() };
+        // SAFETY: the running worker owns the coroutine of the task it runs:
+        // the task is in no queue and no wait list while it runs.
+        let coro = unsafe { (*t.coro.get()).as_mut() }.expect("a queued task has a coroutine");
+        let outcome = coro.resume(());
+        // SAFETY: as above.
+        unsafe { *t.errno.get() = *libc::__errno_location() };
+        self.current.set(None);
+        GroupStats::bump(&self.me().stats.switches);
+        match outcome {
+            CoroutineResult::Yield(Suspend::Yield) => self.ready.push_back(t),
+            CoroutineResult::Yield(Suspend::Wait(node)) => {
+                // SAFETY: the node lives on `t`'s stack, which cannot resume
+                // before `block` makes it runnable again.
+                butex::block(self, t, unsafe { &*node })
+            }
+            CoroutineResult::Yield(Suspend::Urgent(child)) => {
+                self.ready.push_back(t);
+                self.next.set(Some(child));
+            }
+            CoroutineResult::Return(()) => self.finish(t),
+        }
+    }
+
+    /// A task returned: recycle its stack, publish its end, drop its ref.
+    fn finish(&self, t: TaskRef) {
+        // SAFETY: the task has returned; its worker owns the coroutine.
+        let coro = unsafe { (*t.coro.get()).take() }.expect("finished task has a coroutine");
+        // SAFETY: written at spawn, read-only since.
+        let size = unsafe { *t.stack_size.get() };
+        self.shared
+            .stacks
+            .give(size, coro.into_stack(), Some(&mut self.stacks.borrow_mut()));
+        GroupStats::bump(&self.me().stats.finished);
+        crate::task::complete(t, crate::task::FINISHED);
+        meta::table().release(t, Some(&mut self.slots.borrow_mut()));
+    }
+
+    /// At stop: drop every queued task (unwinding started ones here, on
+    /// their own worker) and tell their joiners they were cancelled.
+    fn cancel_queued(&self) {
+        let me = self.me();
+        loop {
+            me.remote.take_all(&self.ready);
+            let t = self
+                .next
+                .take()
+                .or_else(|| self.ready.pop_front())
+                .or_else(|| self.fresh.pop())
+                .or_else(|| loop {
+                    match self.shared.injector.steal() {
+                        Steal::Success(t) => break Some(t),
+                        Steal::Retry => continue,
+                        Steal::Empty => break None,
+                    }
+                });
+            let Some(t) = t else { break };
+            if t.home() == NO_HOME {
+                t.set_home(self.index);
+            }
+            self.current.set(Some(t));
+            // SAFETY: the worker owns the queued task's coroutine. Dropping a
+            // started coroutine unwinds its stack on this, its home, thread.
+            let coro = unsafe { (*t.coro.get()).take() };
+            drop(coro);
+            self.current.set(None);
+            crate::task::complete(t, crate::task::CANCELLED);
+            meta::table().release(t, Some(&mut self.slots.borrow_mut()));
+        }
+    }
+}
+
+/// A stride coprime with `n`, so that `start + i * stride` visits every
+/// worker once.
+fn stride_for(n: usize) -> usize {
+    const PRIMES: [usize; 6] = [7, 11, 13, 17, 19, 23];
+    PRIMES.iter().copied().find(|p| n % p != 0).unwrap_or(1)
+}
+
+/// Switches the current task out with `reason`. Must be called on a task.
+///
+/// A task never suspends while a panic unwinds: the panic count is per OS
+/// thread, and whatever ran next on this worker would inherit it
+/// (coio-rs #70). Callers check [`can_suspend`] first and fall back to
+/// blocking the thread.
+pub(crate) fn suspend(t: TaskRef, reason: Suspend) {
+    debug_assert!(can_suspend());
+    // SAFETY: set by the task's entry closure before any user code runs;
+    // the yielder lives on the task's stack, which is the stack we run on.
+    let y = unsafe { &**t.yielder.get() };
+    y.suspend(reason);
+}
+
+/// Whether the current task may switch out now.
+#[inline]
+pub(crate) fn can_suspend() -> bool {
+    !std::thread::panicking()
+}

@@ -1,0 +1,441 @@
+//! Task metadata and the process-wide task table.
+//!
+//! Every task has a [`TaskMeta`] in one slot of a table that only grows: slots
+//! are allocated in segments that are never freed, so a pointer to a meta is
+//! valid for the life of the process and a stale [`TaskId`] can be *detected*
+//! (its version no longer matches) but never dangles. This is bRPC's
+//! `ResourcePool` + versioned `bthread_t`, made explicit.
+//!
+//! ```text
+//!   TaskId = version << 32 | slot          version bumps each time the slot is freed
+//!   refs   = 2 at spawn: the task itself + its JoinHandle; the slot is freed at 0
+//! ```
+//!
+//! Ownership of a meta's fields follows the task: whoever holds the task (the
+//! queue it sits in, the worker running it, the waiter list it sleeps in)
+//! owns the scheduling fields; `lock` guards the interrupt state; the result
+//! slot is written once by the finishing task and read once by the joiner,
+//! ordered by the join butex.
+
+use crate::butex::{Butex, WaitNode};
+use crate::control::Shared;
+use crate::group::Suspend;
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, Yielder};
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::mem::{self, MaybeUninit};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// A task's coroutine: resumed with `()`, suspends with a [`Suspend`] reason.
+pub(crate) type Coro = Coroutine<(), Suspend, (), DefaultStack>;
+pub(crate) type TaskYielder = Yielder<(), Suspend>;
+
+/// The id of a task: unique among live tasks, and never confused with a
+/// task that has ended (its version differs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskId(u64);
+
+impl TaskId {
+    pub(crate) fn new(slot: u32, version: u32) -> Self {
+        TaskId(u64::from(version) << 32 | u64::from(slot))
+    }
+    /// The raw value, e.g. for logs.
+    pub fn as_u64(self) -> u64 {
+        self.0
+    }
+    /// An id from a raw value. A forged value names no task: calls that take
+    /// it answer [`NoSuchTask`](crate::NoSuchTask).
+    pub fn from_u64(raw: u64) -> Self {
+        TaskId(raw)
+    }
+    fn slot(self) -> u32 {
+        self.0 as u32
+    }
+    fn version(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "task#{}.{}", self.slot(), self.version())
+    }
+}
+
+/// Where a finished task leaves its result until the joiner takes it.
+///
+/// `std::thread::Result<T>` is stored inline when it fits in four words,
+/// boxed otherwise; `drop` remembers how to drop it if nobody takes it.
+pub(crate) struct ResultSlot {
+    buf: MaybeUninit<[usize; 4]>,
+    drop: Option<unsafe fn(*mut u8)>,
+}
+
+impl ResultSlot {
+    const fn empty() -> Self {
+        ResultSlot {
+            buf: MaybeUninit::uninit(),
+            drop: None,
+        }
+    }
+
+    fn fits<R>() -> bool {
+        mem::size_of::<R>() <= mem::size_of::<[usize; 4]>()
+            && mem::align_of::<R>() <= mem::align_of::<usize>()
+    }
+
+    /// Stores `value`. The slot must be empty.
+    pub(crate) fn put<R>(&mut self, value: R) {
+        debug_assert!(self.drop.is_none());
+        unsafe fn drop_inline<R>(p: *mut u8) {
+            // SAFETY: `p` points at an initialised `R` stored by `put`.
+            unsafe { ptr::drop_in_place(p.cast::<R>()) }
+        }
+        unsafe fn drop_boxed<R>(p: *mut u8) {
+            // SAFETY: `p` holds a `Box<R>` pointer written by `put`.
+            unsafe { drop(Box::from_raw(p.cast::<*mut R>().read())) }
+        }
+        let p = self.buf.as_mut_ptr().cast::<u8>();
+        if Self::fits::<R>() {
+            // SAFETY: `R` fits the buffer's size and alignment (checked above).
+            unsafe { p.cast::<R>().write(value) };
+            self.drop = Some(drop_inline::<R>);
+        } else {
+            // SAFETY: a pointer fits the buffer.
+            unsafe { p.cast::<*mut R>().write(Box::into_raw(Box::new(value))) };
+            self.drop = Some(drop_boxed::<R>);
+        }
+    }
+
+    /// Takes the value out.
+    ///
+    /// # Safety
+    /// The slot must hold a value stored by `put::<R>` with this very `R`.
+    pub(crate) unsafe fn take<R>(&mut self) -> R {
+        debug_assert!(self.drop.is_some());
+        self.drop = None;
+        let p = self.buf.as_mut_ptr().cast::<u8>();
+        if Self::fits::<R>() {
+            // SAFETY: the caller promises an `R` was stored inline.
+            unsafe { p.cast::<R>().read() }
+        } else {
+            // SAFETY: the caller promises a `Box<R>` pointer was stored.
+            unsafe { *Box::from_raw(p.cast::<*mut R>().read()) }
+        }
+    }
+
+    /// Drops whatever the slot holds.
+    fn clear(&mut self) {
+        if let Some(drop) = self.drop.take() {
+            // SAFETY: `drop` was chosen by `put` for the value in `buf`.
+            unsafe { drop(self.buf.as_mut_ptr().cast::<u8>()) }
+        }
+    }
+}
+
+/// The interrupt state of a task, under `TaskMeta::lock`.
+#[derive(Debug)]
+pub(crate) struct InterruptState {
+    /// An interrupt that no wait has consumed yet.
+    pub(crate) pending: bool,
+    /// The wait the task is blocked in, if any (points into its stack).
+    pub(crate) waiting: *const WaitNode,
+}
+
+/// Everything the runtime knows about one task. See the module docs for who
+/// owns which field.
+pub(crate) struct TaskMeta {
+    slot: u32,
+    /// Bumped each time the slot is freed; the high half of [`TaskId`].
+    version: AtomicU32,
+    /// Owners still holding the slot: the task and its JoinHandle.
+    refs: AtomicU32,
+    /// The link of whichever queue holds the task.
+    next: AtomicPtr<TaskMeta>,
+    /// The worker the task is pinned to once it has run (`NO_HOME` before).
+    home: AtomicUsize,
+    /// The runtime the task belongs to.
+    pub(crate) shared: UnsafeCell<*const Shared>,
+    pub(crate) coro: UnsafeCell<Option<Coro>>,
+    pub(crate) yielder: UnsafeCell<*const TaskYielder>,
+    pub(crate) stack_size: UnsafeCell<usize>,
+    pub(crate) name: UnsafeCell<Option<String>>,
+    pub(crate) result: UnsafeCell<ResultSlot>,
+    /// 0 while the task runs, 1 once its result is stored.
+    pub(crate) join: Butex,
+    /// What `sleep` waits on: nobody wakes it but the timer and interrupts.
+    pub(crate) sleep: Butex,
+    /// Set by `stop`; never cleared while the task lives.
+    pub(crate) stopped: AtomicBool,
+    pub(crate) lock: Mutex<InterruptState>,
+    /// The task's `errno`, saved while it is switched out.
+    pub(crate) errno: UnsafeCell<i32>,
+    /// The earliest deadline of the enclosing `with_deadline` scopes.
+    pub(crate) deadline: UnsafeCell<Option<std::time::Instant>>,
+}
+
+// SAFETY: a TaskMeta is shared between threads by design. Its atomics and
+// mutex are Sync; each UnsafeCell field is accessed by one owner at a time as
+// the module docs and the scheduling protocol describe (the worker running
+// the task, or the thread holding it in a queue), with hand-offs ordered by
+// the queues' release/acquire operations and the join butex.
+unsafe impl Sync for TaskMeta {}
+// SAFETY: as above; the coroutine it holds is moved between threads only
+// before it has started (see docs/safety.md).
+unsafe impl Send for TaskMeta {}
+
+pub(crate) const NO_HOME: usize = usize::MAX;
+
+impl TaskMeta {
+    fn new(slot: u32) -> Self {
+        TaskMeta {
+            slot,
+            version: AtomicU32::new(1),
+            refs: AtomicU32::new(0),
+            next: AtomicPtr::new(ptr::null_mut()),
+            home: AtomicUsize::new(NO_HOME),
+            shared: UnsafeCell::new(ptr::null()),
+            coro: UnsafeCell::new(None),
+            yielder: UnsafeCell::new(ptr::null()),
+            stack_size: UnsafeCell::new(0),
+            name: UnsafeCell::new(None),
+            result: UnsafeCell::new(ResultSlot::empty()),
+            join: Butex::new(0),
+            sleep: Butex::new(0),
+            stopped: AtomicBool::new(false),
+            lock: Mutex::new(InterruptState {
+                pending: false,
+                waiting: ptr::null(),
+            }),
+            errno: UnsafeCell::new(0),
+            deadline: UnsafeCell::new(None),
+        }
+    }
+
+    pub(crate) fn id(&self) -> TaskId {
+        TaskId::new(self.slot, self.version.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn home(&self) -> usize {
+        self.home.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_home(&self, worker: usize) {
+        self.home.store(worker, Ordering::Relaxed)
+    }
+
+    pub(crate) fn lock_interrupts(&self) -> std::sync::MutexGuard<'_, InterruptState> {
+        self.lock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl fmt::Debug for TaskMeta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskMeta").field("id", &self.id()).finish()
+    }
+}
+
+/// A pointer to a task's meta. Copy, Send: metas live forever (see the
+/// module docs), so the pointer never dangles.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TaskRef(NonNull<TaskMeta>);
+
+// SAFETY: TaskMeta is Sync and never freed; the pointer may travel freely.
+unsafe impl Send for TaskRef {}
+// SAFETY: as above.
+unsafe impl Sync for TaskRef {}
+
+impl fmt::Debug for TaskRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.meta().fmt(f)
+    }
+}
+
+impl TaskRef {
+    /// # Safety
+    /// `p` must point at a `TaskMeta` in the task table.
+    pub(crate) unsafe fn from_ptr(p: *mut TaskMeta) -> Self {
+        // SAFETY: the caller promises a valid, hence non-null, pointer.
+        TaskRef(unsafe { NonNull::new_unchecked(p) })
+    }
+    pub(crate) fn as_ptr(self) -> *mut TaskMeta {
+        self.0.as_ptr()
+    }
+    pub(crate) fn meta(&self) -> &'static TaskMeta {
+        // SAFETY: metas are never freed (segments live for the process).
+        unsafe { &*self.0.as_ptr() }
+    }
+    pub(crate) fn next(&self) -> &'static AtomicPtr<TaskMeta> {
+        &self.meta().next
+    }
+}
+
+impl std::ops::Deref for TaskRef {
+    type Target = TaskMeta;
+    fn deref(&self) -> &TaskMeta {
+        self.meta()
+    }
+}
+
+const SEGMENT: usize = 256;
+const MAX_SEGMENTS: usize = 1 << 16; // 16 M tasks alive at once
+
+/// The process-wide table of task metas; see the module docs.
+pub(crate) struct TaskTable {
+    segments: Box<[AtomicPtr<TaskMeta>]>,
+    /// Segments allocated so far; grown under this lock.
+    grown: Mutex<usize>,
+    /// Free slots not held in any worker's cache.
+    free: Mutex<Vec<u32>>,
+}
+
+/// Free slots a worker keeps before giving a batch back.
+pub(crate) const SLOT_CACHE: usize = 128;
+const SLOT_BATCH: usize = 64;
+
+pub(crate) fn table() -> &'static TaskTable {
+    static TABLE: std::sync::OnceLock<TaskTable> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| TaskTable {
+        segments: (0..MAX_SEGMENTS)
+            .map(|_| AtomicPtr::new(ptr::null_mut()))
+            .collect(),
+        grown: Mutex::new(0),
+        free: Mutex::new(Vec::new()),
+    })
+}
+
+impl TaskTable {
+    /// The meta in `slot`, if that slot exists.
+    fn get(&self, slot: u32) -> Option<TaskRef> {
+        let (seg, off) = (slot as usize / SEGMENT, slot as usize % SEGMENT);
+        let base = self.segments.get(seg)?.load(Ordering::Acquire);
+        if base.is_null() {
+            return None;
+        }
+        // SAFETY: a published segment holds SEGMENT metas, never freed.
+        Some(unsafe { TaskRef::from_ptr(base.add(off)) })
+    }
+
+    /// The live task named by `id`, if any. The answer may be stale the
+    /// moment it is returned; callers re-check the version under the task's
+    /// lock before acting.
+    pub(crate) fn lookup(&self, id: TaskId) -> Option<TaskRef> {
+        let t = self.get(id.slot())?;
+        (t.version.load(Ordering::Acquire) == id.version() && t.refs.load(Ordering::Acquire) > 0)
+            .then_some(t)
+    }
+
+    /// Whether `id` still names `t` (call under `t.lock`).
+    pub(crate) fn is_current(t: &TaskMeta, id: TaskId) -> bool {
+        t.version.load(Ordering::Acquire) == id.version()
+    }
+
+    /// A free slot, from `cache` (a worker's) or the shared list; grows the
+    /// table when both are empty. `None` only when the table is full.
+    pub(crate) fn alloc(&self, cache: Option<&mut Vec<u32>>) -> Option<TaskRef> {
+        let slot = match cache {
+            Some(c) => match c.pop() {
+                Some(s) => s,
+                None => {
+                    self.refill(c);
+                    c.pop()?
+                }
+            },
+            None => {
+                let mut free = self.lock_free();
+                match free.pop() {
+                    Some(s) => s,
+                    None => {
+                        drop(free);
+                        let mut c = Vec::new();
+                        self.refill(&mut c);
+                        let s = c.pop()?;
+                        self.lock_free().extend(c);
+                        s
+                    }
+                }
+            }
+        };
+        let t = self.get(slot).expect("a free slot exists");
+        t.refs.store(2, Ordering::Relaxed);
+        Some(t)
+    }
+
+    /// Drops one owner of `t`; the last one frees the slot.
+    pub(crate) fn release(&self, t: TaskRef, cache: Option<&mut Vec<u32>>) {
+        if t.refs.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        // SAFETY: refs reached 0: nobody else holds the task any more.
+        unsafe {
+            (*t.result.get()).clear();
+            *t.name.get() = None;
+            *t.shared.get() = ptr::null();
+            *t.deadline.get() = None;
+            debug_assert!((*t.coro.get()).is_none());
+        }
+        {
+            let mut st = t.lock_interrupts();
+            st.pending = false;
+            st.waiting = ptr::null();
+            // Bump the version under the lock: `interrupt` re-checks it there.
+            t.version.fetch_add(1, Ordering::Release);
+        }
+        t.stopped.store(false, Ordering::Relaxed);
+        t.join.value().store(0, Ordering::Relaxed);
+        t.home.store(NO_HOME, Ordering::Relaxed);
+        match cache {
+            Some(c) => {
+                c.push(t.slot);
+                if c.len() > SLOT_CACHE {
+                    let at = c.len() - SLOT_BATCH;
+                    self.lock_free().extend(c.drain(at..));
+                }
+            }
+            None => self.lock_free().push(t.slot),
+        }
+    }
+
+    /// Gives a worker's cache back (worker exit).
+    pub(crate) fn give_back(&self, cache: &mut Vec<u32>) {
+        self.lock_free().append(cache);
+    }
+
+    fn refill(&self, cache: &mut Vec<u32>) {
+        {
+            let mut free = self.lock_free();
+            let at = free.len().saturating_sub(SLOT_BATCH);
+            cache.extend(free.drain(at..));
+        }
+        if cache.is_empty() {
+            self.grow(cache);
+        }
+    }
+
+    fn grow(&self, cache: &mut Vec<u32>) {
+        let mut grown = self.grown.lock().unwrap_or_else(|e| e.into_inner());
+        if *grown == MAX_SEGMENTS {
+            return;
+        }
+        let first = (*grown * SEGMENT) as u32;
+        let seg: Box<[TaskMeta]> = (0..SEGMENT as u32)
+            .map(|i| TaskMeta::new(first + i))
+            .collect();
+        let base = Box::into_raw(seg) as *mut TaskMeta;
+        self.segments[*grown].store(base, Ordering::Release);
+        *grown += 1;
+        cache.extend((first..first + SEGMENT as u32).rev());
+    }
+
+    fn lock_free(&self) -> std::sync::MutexGuard<'_, Vec<u32>> {
+        self.free.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Slots handed out so far (the table's size), for leak tests.
+    pub(crate) fn capacity(&self) -> usize {
+        *self.grown.lock().unwrap_or_else(|e| e.into_inner()) * SEGMENT
+    }
+}

@@ -1,0 +1,145 @@
+//! Intrusive task queues: no allocation, one link per task.
+//!
+//! A task is in at most one queue at a time (the scheduling protocol
+//! guarantees it), so each `TaskMeta` carries a single `next` link used by
+//! whichever queue holds it.
+//!
+//! - [`RemoteQueue`]: many producers (other workers, the timer thread, plain
+//!   threads) push; the owning worker takes everything at once. Push is a CAS
+//!   onto a Treiber stack; the consumer swaps the head out and reverses the
+//!   chain to restore FIFO order. Since the consumer never pops single nodes,
+//!   there is no ABA problem.
+//! - [`LocalQueue`]: a FIFO list touched by its owner thread only.
+
+use crate::meta::TaskRef;
+use spindle_parking::loom::sync::atomic::{AtomicPtr, Ordering};
+use std::cell::Cell;
+use std::ptr;
+
+use crate::meta::TaskMeta;
+
+/// A multi-producer, single-consumer queue of tasks; see the module docs.
+#[derive(Debug)]
+pub(crate) struct RemoteQueue {
+    head: AtomicPtr<TaskMeta>,
+}
+
+impl RemoteQueue {
+    pub(crate) fn new() -> Self {
+        RemoteQueue {
+            head: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// Pushes `task`, which must be in no other queue.
+    pub(crate) fn push(&self, task: TaskRef) {
+        let node = task.as_ptr();
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            task.next().store(head, Ordering::Relaxed);
+            // Release: the consumer that takes the chain sees `next` and
+            // everything the pusher wrote to the task before.
+            match self
+                .head
+                .compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(h) => head = h,
+            }
+        }
+    }
+
+    /// Whether the queue looked empty (a hint: a push may land right after).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.load(Ordering::Relaxed).is_null()
+    }
+
+    /// Takes every queued task and appends them, oldest first, to `out`.
+    /// Returns how many were taken.
+    pub(crate) fn take_all(&self, out: &LocalQueue) -> usize {
+        if self.is_empty() {
+            return 0;
+        }
+        let mut node = self.head.swap(ptr::null_mut(), Ordering::Acquire);
+        // Reverse the LIFO chain into FIFO order.
+        let mut reversed: *mut TaskMeta = ptr::null_mut();
+        let mut n = 0;
+        while !node.is_null() {
+            // SAFETY: every node in the chain is a live task pushed by `push`;
+            // we own the whole chain after the swap.
+            let task = unsafe { TaskRef::from_ptr(node) };
+            let next = task.next().load(Ordering::Relaxed);
+            task.next().store(reversed, Ordering::Relaxed);
+            reversed = node;
+            node = next;
+            n += 1;
+        }
+        out.append_chain(reversed);
+        n
+    }
+}
+
+/// A FIFO list of tasks used by its owner thread only.
+#[derive(Debug)]
+pub(crate) struct LocalQueue {
+    head: Cell<*mut TaskMeta>,
+    tail: Cell<*mut TaskMeta>,
+    len: Cell<usize>,
+}
+
+impl LocalQueue {
+    pub(crate) fn new() -> Self {
+        LocalQueue {
+            head: Cell::new(ptr::null_mut()),
+            tail: Cell::new(ptr::null_mut()),
+            len: Cell::new(0),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len.get()
+    }
+
+    pub(crate) fn push_back(&self, task: TaskRef) {
+        task.next().store(ptr::null_mut(), Ordering::Relaxed);
+        let node = task.as_ptr();
+        let tail = self.tail.get();
+        if tail.is_null() {
+            self.head.set(node);
+        } else {
+            // SAFETY: `tail` is a live task in this queue.
+            unsafe { TaskRef::from_ptr(tail) }
+                .next()
+                .store(node, Ordering::Relaxed);
+        }
+        self.tail.set(node);
+        self.len.set(self.len.get() + 1);
+    }
+
+    pub(crate) fn pop_front(&self) -> Option<TaskRef> {
+        let head = self.head.get();
+        if head.is_null() {
+            return None;
+        }
+        // SAFETY: `head` is a live task in this queue.
+        let task = unsafe { TaskRef::from_ptr(head) };
+        let next = task.next().load(Ordering::Relaxed);
+        self.head.set(next);
+        if next.is_null() {
+            self.tail.set(ptr::null_mut());
+        }
+        self.len.set(self.len.get() - 1);
+        Some(task)
+    }
+
+    /// Appends a null-terminated chain of tasks linked through `next`.
+    fn append_chain(&self, first: *mut TaskMeta) {
+        let mut node = first;
+        while !node.is_null() {
+            // SAFETY: the chain holds live tasks owned by the caller.
+            let task = unsafe { TaskRef::from_ptr(node) };
+            node = task.next().load(Ordering::Relaxed);
+            self.push_back(task);
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! `Runtime` and its `Builder`; the lazily started global runtime.
+//!
+//! A runtime is a `TaskControl` ([`Shared`]) plus its worker threads. Workers
+//! are added by [`Runtime::set_workers`] (never removed, like
+//! `bthread_setconcurrency`) and stopped by [`Runtime::shutdown`] or drop:
+//! each worker then cancels the tasks still queued on it (unwinding started
+//! ones on their own thread) and exits. Tasks blocked in a wait at that
+//! moment are left where they are: their stacks are not reclaimed.
+
+use crate::control::{Config, GroupShared, GroupStats, Shared, LOTS, MAX_WORKERS};
+use crate::error::{JoinError, SetWorkersError};
+use crate::group::{self, TaskGroup};
+use crate::stack;
+use crate::task::{self, JoinHandle};
+use crossbeam_deque::Worker;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// The default stack size of tasks: 256 KiB of address space, of which only
+/// the pages a task touches are resident.
+pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+
+/// An M:N runtime: worker threads running tasks. See the crate docs.
+#[derive(Debug)]
+pub struct Runtime {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// Configures a [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    workers: Option<usize>,
+    stack_size: usize,
+    pin_workers: bool,
+    thread_name: String,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            workers: None,
+            stack_size: DEFAULT_STACK_SIZE,
+            pin_workers: false,
+            thread_name: "spindle-worker".into(),
+        }
+    }
+}
+
+impl Builder {
+    /// A builder with the defaults: one worker per CPU, 256 KiB stacks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The number of worker threads (1 to 256).
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = Some(n);
+        self
+    }
+
+    /// The default stack size of this runtime's tasks, in bytes.
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// Pins worker `i` to CPU `i % cpus`.
+    pub fn pin_workers(mut self, yes: bool) -> Self {
+        self.pin_workers = yes;
+        self
+    }
+
+    /// The name prefix of worker threads (`name-0`, `name-1`, …).
+    pub fn thread_name(mut self, name: impl Into<String>) -> Self {
+        self.thread_name = name.into();
+        self
+    }
+
+    /// Starts the runtime. Bad values (0 or too many workers, a stack size
+    /// out of range) are `InvalidInput` errors.
+    pub fn build(self) -> io::Result<Runtime> {
+        let workers = match self.workers {
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        if workers == 0 || workers > MAX_WORKERS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{workers} workers requested: must be between 1 and {MAX_WORKERS}"),
+            ));
+        }
+        let stack_size = stack::check_size(self.stack_size)?;
+        let rt = Runtime {
+            shared: Arc::new(Shared::new(Config {
+                stack_size,
+                thread_name: self.thread_name,
+                pin_workers: self.pin_workers,
+            })),
+        };
+        rt.add_workers(workers)?;
+        Ok(rt)
+    }
+}
+
+/// Counters of a runtime, summed over its workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RuntimeStats {
+    pub workers: usize,
+    pub spawned: u64,
+    pub finished: u64,
+    /// Task switches: each resume that returned to the worker.
+    pub switches: u64,
+    pub steals: u64,
+    /// Times a worker parked on its lot.
+    pub parks: u64,
+    /// Parked workers woken by a signal.
+    pub wakeups: u64,
+    /// Stacks in the shared pool (workers keep up to 64 more each).
+    pub pooled_stacks: usize,
+    /// Size of the process-wide task table (it never shrinks).
+    pub task_slots: usize,
+}
+
+impl Runtime {
+    /// A runtime with the default configuration.
+    pub fn new() -> io::Result<Runtime> {
+        Builder::new().build()
+    }
+
+    /// A [`Builder`].
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// Spawns `f` on this runtime.
+    ///
+    /// # Panics
+    /// If no stack can be had; [`task::Builder`](crate::task::Builder)
+    /// returns the error instead.
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        task::Builder::new()
+            .spawn_on(&self.shared, f, false)
+            .unwrap_or_else(|e| panic!("Runtime::spawn failed: {e}"))
+    }
+
+    /// Runs `f` as a task of this runtime and blocks this OS thread until it
+    /// returns; re-raises its panic. `f` may borrow from the caller.
+    pub fn block_on<F, T>(&self, f: F) -> T
+    where
+        F: FnOnce() -> T + Send,
+        T: Send,
+    {
+        let mut out: Option<std::thread::Result<T>> = None;
+        let slot = SendPtr(&mut out);
+        let body = move |t: crate::meta::TaskRef, y: &crate::meta::TaskYielder| {
+            // SAFETY: the task owns its yielder field while it runs.
+            unsafe { *t.yielder.get() = y };
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            let slot = slot;
+            // SAFETY: `out` outlives the task: block_on waits below for the
+            // task to finish before `out` goes out of scope.
+            unsafe { *slot.0 = Some(r) };
+        };
+        // SAFETY: everything `body` borrows (`f`'s captures and `out`) lives
+        // on this frame, and we do not leave it before the task has ended:
+        // the join below cannot be interrupted, and we wait through deadline
+        // scopes too.
+        let t = unsafe { task::prepare_unchecked(&self.shared, None, None, body) }
+            .unwrap_or_else(|e| panic!("Runtime::block_on failed to spawn: {e}"));
+        task::start(&self.shared, t, false);
+        let handle: JoinHandle<()> = JoinHandle::from_prepared(t);
+        loop {
+            match t.join.value().load(Ordering::Acquire) {
+                task::RUNNING => {
+                    let _ = crate::butex::wait(&t.join, task::RUNNING, None, false);
+                }
+                _ => break,
+            }
+        }
+        drop(handle);
+        match out {
+            Some(Ok(v)) => v,
+            Some(Err(p)) => std::panic::resume_unwind(p),
+            None => panic!("{}", JoinError::Cancelled),
+        }
+    }
+
+    /// The number of workers.
+    pub fn workers(&self) -> usize {
+        self.shared.worker_count()
+    }
+
+    /// Grows the runtime to `n` workers. Shrinking, 0 or more than 256 are
+    /// errors (like bthread_setconcurrency, workers are never removed).
+    pub fn set_workers(&self, n: usize) -> Result<(), SetWorkersError> {
+        let current = self.workers();
+        if n > MAX_WORKERS {
+            return Err(SetWorkersError::TooMany {
+                requested: n,
+                max: MAX_WORKERS,
+            });
+        }
+        if n < current {
+            return Err(SetWorkersError::Shrink {
+                current,
+                requested: n,
+            });
+        }
+        if self.shared.stopping.load(Ordering::Acquire) {
+            return Err(SetWorkersError::ShuttingDown);
+        }
+        self.add_workers(n).map_err(|e| {
+            tracing::error!(error = %e, "cannot start a worker thread");
+            SetWorkersError::ShuttingDown
+        })
+    }
+
+    fn add_workers(&self, n: usize) -> io::Result<()> {
+        let shared = &self.shared;
+        let mut threads = shared.threads.lock().unwrap_or_else(|e| e.into_inner());
+        let cores = if shared.config.pin_workers {
+            core_affinity::get_core_ids().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        for i in shared.worker_count()..n {
+            let fresh = Worker::new_fifo();
+            let gs = GroupShared {
+                remote: crate::queue::RemoteQueue::new(),
+                stealer: fresh.stealer(),
+                sleeping: AtomicBool::new(false),
+                lot: i % LOTS,
+                stats: GroupStats::default(),
+            };
+            if shared.groups[i].set(gs).is_err() {
+                unreachable!("worker {i} registered twice");
+            }
+            let sh = shared.clone();
+            let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
+            let h = std::thread::Builder::new()
+                .name(format!("{}-{i}", shared.config.thread_name))
+                .spawn(move || {
+                    if let Some(c) = core {
+                        if !core_affinity::set_for_current(c) {
+                            tracing::warn!(worker = i, core = c.id, "cannot pin worker");
+                        }
+                    }
+                    tracing::info!(worker = i, "worker started");
+                    let g = TaskGroup::new(i, sh, fresh);
+                    g.run();
+                    tracing::info!(worker = i, "worker stopped");
+                })?;
+            threads.push(h);
+            shared.workers.store(i + 1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Counters summed over the workers.
+    pub fn stats(&self) -> RuntimeStats {
+        let sh = &self.shared;
+        let mut s = RuntimeStats {
+            workers: sh.worker_count(),
+            spawned: sh.spawned_outside.load(Ordering::Relaxed),
+            wakeups: sh.wakeups.load(Ordering::Relaxed),
+            pooled_stacks: sh.stacks.pooled(),
+            task_slots: crate::meta::table().capacity(),
+            ..Default::default()
+        };
+        for i in 0..s.workers {
+            if let Some(g) = sh.group(i) {
+                let st = &g.stats;
+                s.spawned += st.spawned.load(Ordering::Relaxed);
+                s.finished += st.finished.load(Ordering::Relaxed);
+                s.switches += st.switches.load(Ordering::Relaxed);
+                s.steals += st.steals.load(Ordering::Relaxed);
+                s.parks += st.parks.load(Ordering::Relaxed);
+            }
+        }
+        s
+    }
+
+    /// Stops the workers and waits for them to exit. Queued tasks are
+    /// cancelled (their joins return `JoinError::Cancelled`). Also on drop.
+    pub fn shutdown(self) {
+        drop(self)
+    }
+
+    fn stop(&self) {
+        let sh = &self.shared;
+        sh.stopping.store(true, Ordering::SeqCst);
+        sh.stop_lots();
+        // A worker of this runtime cannot wait for itself.
+        let on_own_worker =
+            group::current_group().is_some_and(|g| Arc::ptr_eq(&g.shared, &self.shared));
+        let threads = std::mem::take(&mut *sh.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        if on_own_worker {
+            return;
+        }
+        for h in threads {
+            if h.join().is_err() {
+                tracing::error!("a worker thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+struct SendPtr<T>(*mut T);
+// SAFETY: used only by block_on, whose caller waits for the task; the
+// pointee (Option<thread::Result<T>>, T: Send) may be written from the task.
+unsafe impl<T: Send> Send for SendPtr<T> {}
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SendPtr<T> {}
+
+/// The global runtime, started on first use with one worker per CPU.
+pub(crate) fn global() -> &'static Runtime {
+    static GLOBAL: OnceLock<Runtime> = OnceLock::new();
+    GLOBAL.get_or_init(|| {
+        Runtime::new().unwrap_or_else(|e| panic!("cannot start spindle's global runtime: {e}"))
+    })
+}
+
+/// The global runtime (started on first use).
+pub fn global_runtime() -> &'static Runtime {
+    global()
+}

@@ -1,0 +1,137 @@
+//! Task stacks: mmap'd once, with a guard page, then reused.
+//!
+//! A stack is a corosensei `DefaultStack` (an mmap'd region whose lowest page
+//! is `PROT_NONE`, so an overflow faults instead of corrupting memory). Mapping
+//! and unmapping cost two syscalls and a TLB shoot-down, so finished tasks give
+//! their stack back for reuse: first to their worker's private cache (no
+//! lock), then, when that is full, to a shared pool behind a mutex, and only
+//! past that bound are they unmapped. Spawn takes in the same order and maps a
+//! new stack only when both are empty. A failed mapping is an error returned
+//! by spawn; a task never runs on a worker's own stack (brpc #1648).
+//!
+//! Stacks of the runtime's default size are pooled; a task that asks for
+//! another size gets a fresh mapping, unmapped when it ends.
+
+use corosensei::stack::DefaultStack;
+use std::io;
+use std::sync::Mutex;
+
+/// Stacks a worker keeps for itself before handing them to the shared pool.
+pub(crate) const LOCAL_CACHE: usize = 64;
+/// Stacks the shared pool keeps before unmapping the rest.
+const SHARED_POOL: usize = 1024;
+/// The smallest stack we hand out: enough for formatting and a panic.
+pub(crate) const MIN_STACK_SIZE: usize = 16 * 1024;
+/// The largest we accept: beyond this a size is a mistake, not a request.
+pub(crate) const MAX_STACK_SIZE: usize = 1 << 40;
+
+/// The shared part of the stack pool.
+pub(crate) struct StackPool {
+    /// The size of pooled stacks (the runtime's default stack size).
+    size: usize,
+    shared: Mutex<Vec<DefaultStack>>,
+}
+
+impl std::fmt::Debug for StackPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StackPool")
+            .field("size", &self.size)
+            .field("pooled", &self.pooled())
+            .finish()
+    }
+}
+
+impl StackPool {
+    pub(crate) fn new(size: usize) -> Self {
+        StackPool {
+            size,
+            shared: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn default_size(&self) -> usize {
+        self.size
+    }
+
+    /// A stack of `size` bytes: from `local`, the shared pool, or a new
+    /// mapping, in that order.
+    pub(crate) fn take(
+        &self,
+        size: usize,
+        local: Option<&mut Vec<DefaultStack>>,
+    ) -> io::Result<DefaultStack> {
+        if size == self.size {
+            if let Some(s) = local.and_then(|l| l.pop()) {
+                return Ok(s);
+            }
+            if let Some(s) = self.lock().pop() {
+                return Ok(s);
+            }
+        }
+        map(size)
+    }
+
+    /// Gives back a stack of `size` bytes.
+    pub(crate) fn give(
+        &self,
+        size: usize,
+        stack: DefaultStack,
+        local: Option<&mut Vec<DefaultStack>>,
+    ) {
+        if size != self.size {
+            return; // dropped: unmapped
+        }
+        if let Some(l) = local {
+            if l.len() < LOCAL_CACHE {
+                l.push(stack);
+                return;
+            }
+        }
+        let mut shared = self.lock();
+        if shared.len() < SHARED_POOL {
+            shared.push(stack);
+        }
+    }
+
+    /// Hands a worker's private cache back to the shared pool (worker exit).
+    pub(crate) fn give_all(&self, local: &mut Vec<DefaultStack>) {
+        let mut shared = self.lock();
+        while let Some(s) = local.pop() {
+            if shared.len() >= SHARED_POOL {
+                break;
+            }
+            shared.push(s);
+        }
+        local.clear();
+    }
+
+    /// Stacks in the shared pool now.
+    pub(crate) fn pooled(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<DefaultStack>> {
+        // The pool holds plain values; a panic elsewhere cannot leave it torn.
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Checks a requested stack size: `InvalidInput` outside the supported range.
+pub(crate) fn check_size(size: usize) -> io::Result<usize> {
+    if size > MAX_STACK_SIZE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("stack size {size} is larger than the supported {MAX_STACK_SIZE} bytes"),
+        ));
+    }
+    Ok(size.max(MIN_STACK_SIZE))
+}
+
+fn map(size: usize) -> io::Result<DefaultStack> {
+    DefaultStack::new(size).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot map a task stack of {size} bytes: {e}"),
+        )
+    })
+}

@@ -1,0 +1,328 @@
+//! Spawning tasks and joining them.
+//!
+//! Spawn is allocation-free in steady state: the task's slot comes from its
+//! worker's cache of free slots, its stack from the worker's cache of stacks,
+//! and its closure is written onto that stack by corosensei. Its result is
+//! stored inline in the slot when it fits (see `ResultSlot`). From a worker
+//! the new task goes on the worker's own deque (others may steal it until it
+//! first runs); from a plain thread it goes on the runtime's injector.
+
+use crate::butex;
+use crate::control::{GroupStats, Shared};
+use crate::error::JoinError;
+use crate::group::{self, Suspend};
+use crate::meta::{self, Coro, TaskId, TaskRef, TaskYielder};
+use crate::stack;
+use corosensei::Coroutine;
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+
+/// Join butex values.
+pub(crate) const RUNNING: u32 = 0;
+pub(crate) const FINISHED: u32 = 1;
+pub(crate) const CANCELLED: u32 = 2;
+
+/// Publishes the end of `t` (its result is stored, or it was cancelled) and
+/// wakes its joiners.
+pub(crate) fn complete(t: TaskRef, how: u32) {
+    t.join.value().store(how, Ordering::Release);
+    t.join.wake_all();
+}
+
+/// Builds a task with a name or a stack size of its own.
+#[derive(Debug, Default, Clone)]
+pub struct Builder {
+    name: Option<String>,
+    stack_size: Option<usize>,
+}
+
+impl Builder {
+    /// A builder with the runtime's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Names the task (shown in panic reports and logs).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The task's stack size in bytes. Stacks of the runtime's default size
+    /// are pooled; others are mapped for this task and unmapped when it ends.
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Spawns `f` on the current task's runtime, or the global one on a
+    /// plain thread. Fails if no stack can be had (the mapping failed, or
+    /// the size is out of range) or the task table is full.
+    pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        match group::current_group() {
+            Some(g) => self.spawn_on(&g.shared, f, false),
+            None => self.spawn_on(&crate::runtime::global().shared, f, false),
+        }
+    }
+
+    pub(crate) fn spawn_on<F, T>(
+        self,
+        shared: &Shared,
+        f: F,
+        urgent: bool,
+    ) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let t = prepare(shared, self.stack_size, self.name, move |t, y| {
+            run_body(t, y, f)
+        })?;
+        start(shared, t, urgent);
+        Ok(JoinHandle::new(t))
+    }
+}
+
+/// The body every task runs: record the yielder, run `f`, store its result.
+fn run_body<F, T>(t: TaskRef, y: &TaskYielder, f: F)
+where
+    F: FnOnce() -> T,
+{
+    // SAFETY: the task owns its meta's yielder field while it runs.
+    unsafe { *t.yielder.get() = y };
+    let result = panic::catch_unwind(AssertUnwindSafe(f));
+    if let Err(p) = &result {
+        // SAFETY: the name is written at spawn and read-only since.
+        let name = unsafe { (*t.name.get()).as_deref() }.unwrap_or("<unnamed>");
+        tracing::debug!(task = %t.id(), name, panic = crate::error::panic_message(&**p), "task panicked");
+    }
+    // SAFETY: the running task owns its result slot until it completes; the
+    // joiner reads it only after `complete` publishes FINISHED.
+    unsafe { (*t.result.get()).put::<std::thread::Result<T>>(result) };
+}
+
+/// Allocates a slot and a stack and builds the coroutine.
+pub(crate) fn prepare<B>(
+    shared: &Shared,
+    stack_size: Option<usize>,
+    name: Option<String>,
+    body: B,
+) -> io::Result<TaskRef>
+where
+    B: FnOnce(TaskRef, &TaskYielder) + Send + 'static,
+{
+    // SAFETY: a 'static body borrows nothing.
+    unsafe { prepare_unchecked(shared, stack_size, name, body) }
+}
+
+/// [`prepare`] for a body that may borrow.
+///
+/// # Safety
+/// Everything `body` borrows must stay valid until the task has finished
+/// (its join butex says FINISHED or CANCELLED).
+pub(crate) unsafe fn prepare_unchecked<B>(
+    shared: &Shared,
+    stack_size: Option<usize>,
+    name: Option<String>,
+    body: B,
+) -> io::Result<TaskRef>
+where
+    B: FnOnce(TaskRef, &TaskYielder) + Send,
+{
+    if shared.stopping.load(Ordering::Relaxed) {
+        return Err(io::Error::other("the runtime is shutting down"));
+    }
+    let size = match stack_size {
+        Some(s) => stack::check_size(s)?,
+        None => shared.stacks.default_size(),
+    };
+    let g = group::current_group().filter(|g| std::ptr::eq(&*g.shared, shared));
+    let table = meta::table();
+    let t = match g {
+        Some(g) => table.alloc(Some(&mut g.slots.borrow_mut())),
+        None => table.alloc(None),
+    }
+    .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "the task table is full"))?;
+    let stack = match g {
+        Some(g) => shared.stacks.take(size, Some(&mut g.stacks.borrow_mut())),
+        None => shared.stacks.take(size, None),
+    };
+    let stack = match stack {
+        Ok(s) => s,
+        Err(e) => {
+            // Give the slot back: both owners (task and handle) are gone.
+            table.release(t, None);
+            table.release(t, None);
+            tracing::warn!(error = %e, "spawn failed: no stack");
+            return Err(e);
+        }
+    };
+    // SAFETY: the slot is freshly allocated: nobody else sees it yet.
+    unsafe {
+        *t.shared.get() = shared;
+        *t.stack_size.get() = size;
+        *t.name.get() = name;
+        *t.errno.get() = 0;
+        *t.deadline.get() = None;
+    }
+    let coro: Coro = {
+        let entry = move |y: &TaskYielder, ()| body(t, y);
+        // SAFETY: the caller promises that what `body` borrows outlives the
+        // task; corosensei needs nothing else of a non-'static closure.
+        unsafe { Coroutine::with_stack_unchecked(stack, entry) }
+    };
+    // SAFETY: nobody else sees the slot yet.
+    unsafe { *t.coro.get() = Some(coro) };
+    match g {
+        Some(g) => GroupStats::bump(&g.me().stats.spawned),
+        None => {
+            shared.spawned_outside.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    Ok(t)
+}
+
+/// Queues a prepared task (or, `urgent`, runs it at once on this worker).
+pub(crate) fn start(shared: &Shared, t: TaskRef, urgent: bool) {
+    match group::current_group().filter(|g| std::ptr::eq(&*g.shared, shared)) {
+        Some(g) => match (urgent, group::current_task()) {
+            (true, Some(me)) if group::can_suspend() => group::suspend(me, Suspend::Urgent(t)),
+            _ => g.push_fresh(t),
+        },
+        None => {
+            shared.injector.push(t);
+            shared.notify_work(0);
+        }
+    }
+}
+
+/// An owned permission to join a task: wait for it and take its result.
+/// Dropping it detaches the task.
+pub struct JoinHandle<T> {
+    task: TaskRef,
+    id: TaskId,
+    _result: PhantomData<fn() -> T>,
+}
+
+// JoinHandle<T> is Send + Sync for T: Send (via fn() -> T and TaskRef);
+// pinned by a doctest in lib.rs.
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle").field("id", &self.id).finish()
+    }
+}
+
+impl<T> JoinHandle<T> {
+    pub(crate) fn from_prepared(task: TaskRef) -> Self {
+        Self::new(task)
+    }
+
+    fn new(task: TaskRef) -> Self {
+        JoinHandle {
+            task,
+            id: task.id(),
+            _result: PhantomData,
+        }
+    }
+
+    /// The task's id.
+    pub fn id(&self) -> TaskId {
+        self.id
+    }
+
+    /// Whether the task has ended (its result is ready, or it panicked).
+    pub fn is_finished(&self) -> bool {
+        self.task.join.value().load(Ordering::Acquire) != RUNNING
+    }
+
+    /// Waits for the task and returns its value. Suspends the current task,
+    /// or blocks a plain thread. Interrupts and `stop` do not end a join; the
+    /// deadline of an enclosing `with_deadline` scope does.
+    pub fn join(self) -> Result<T, JoinError> {
+        loop {
+            match self.task.join.value().load(Ordering::Acquire) {
+                RUNNING => {}
+                FINISHED => {
+                    // SAFETY: FINISHED was published after the task stored a
+                    // `thread::Result<T>`; we own the handle, so we are the
+                    // only reader.
+                    let r = unsafe { (*self.task.result.get()).take::<std::thread::Result<T>>() };
+                    return r.map_err(JoinError::Panicked);
+                }
+                _ => return Err(JoinError::Cancelled),
+            }
+            if let Err(crate::WaitError::DeadlineExceeded) =
+                butex::wait(&self.task.join, RUNNING, None, false)
+            {
+                return Err(JoinError::DeadlineExceeded);
+            }
+        }
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        match group::current_group() {
+            Some(g) => meta::table().release(self.task, Some(&mut g.slots.borrow_mut())),
+            None => meta::table().release(self.task, None),
+        }
+    }
+}
+
+/// Spawns `f` as a new task (bthread_start_background): on the current
+/// task's runtime, or on the global runtime from a plain thread.
+///
+/// # Panics
+/// If no stack can be had for the task; use [`Builder::spawn`] to get the
+/// error instead.
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    Builder::new()
+        .spawn(f)
+        .unwrap_or_else(|e| panic!("spindle::spawn failed: {e}"))
+}
+
+/// Spawns `f` and runs it at once on this worker, before the caller goes on
+/// (bthread_start_urgent); the caller is queued behind it. From a plain
+/// thread this is [`spawn`].
+///
+/// # Panics
+/// As [`spawn`].
+pub fn spawn_urgent<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let b = Builder::new();
+    let r = match group::current_group() {
+        Some(g) => b.spawn_on(&g.shared, f, true),
+        None => b.spawn_on(&crate::runtime::global().shared, f, false),
+    };
+    r.unwrap_or_else(|e| panic!("spindle::spawn_urgent failed: {e}"))
+}
+
+/// The id of the running task, `None` on a plain thread.
+pub fn current() -> Option<TaskId> {
+    group::current_task().map(|t| t.id())
+}
+
+/// Lets the other ready tasks of this worker run, then continues. On a
+/// plain thread, yields the OS thread.
+pub fn yield_now() {
+    match group::current_task() {
+        Some(t) if group::can_suspend() => group::suspend(t, Suspend::Yield),
+        Some(_) => {}
+        None => std::thread::yield_now(),
+    }
+}

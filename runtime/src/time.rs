@@ -1,0 +1,179 @@
+//! Sleeping, interrupting and stopping tasks, and deadline scopes.
+//!
+//! A task's sleep is a wait on a butex of its own that nobody wakes (see
+//! `butex.rs`): the timer ends it with `TimedOut` (a normal wake-up, for a
+//! sleep), and `interrupt`/`stop` end it early through the same protocol as
+//! any other wait. So sleeps, butex waits and interrupts share one set of
+//! race rules. On a plain thread a sleep is an OS sleep.
+//!
+//! A deadline scope ([`with_deadline`]) is a per-task (or, on a plain thread,
+//! per-thread) earliest deadline that every blocking call folds into its own.
+
+use crate::butex;
+use crate::error::{NoSuchTask, SleepError, WaitError};
+use crate::group;
+use crate::meta::{self, TaskId, TaskTable};
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+thread_local! {
+    /// The deadline scope of a plain thread (tasks keep theirs in their meta).
+    static THREAD_DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// The earliest deadline of the enclosing scopes, for the current task or
+/// thread.
+pub(crate) fn scope_deadline() -> Option<Instant> {
+    match group::current_task() {
+        // SAFETY: a task's deadline field is only touched by the task itself.
+        Some(t) => unsafe { *t.deadline.get() },
+        None => THREAD_DEADLINE.with(|d| d.get()),
+    }
+}
+
+fn set_scope_deadline(d: Option<Instant>) {
+    match group::current_task() {
+        // SAFETY: as above.
+        Some(t) => unsafe { *t.deadline.get() = d },
+        None => THREAD_DEADLINE.with(|c| c.set(d)),
+    }
+}
+
+/// Runs `f` with a deadline: every blocking call inside it (sleep, butex
+/// wait, join, mutex lock, condvar and countdown waits) fails with
+/// `DeadlineExceeded` once `deadline` passes, including calls that began
+/// before it. Scopes nest, and the earliest deadline wins; the scope ends
+/// with `f`, even if `f` panics.
+pub fn with_deadline<R>(deadline: Instant, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Instant>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            set_scope_deadline(self.0);
+        }
+    }
+    let outer = scope_deadline();
+    let _restore = Restore(outer);
+    set_scope_deadline(Some(outer.map_or(deadline, |o| o.min(deadline))));
+    f()
+}
+
+/// Sleeps for `d`; see [`sleep_until`]. `Duration::ZERO` yields.
+pub fn sleep(d: Duration) -> Result<(), SleepError> {
+    match Instant::now().checked_add(d) {
+        Some(deadline) => sleep_until(deadline),
+        None => sleep_forever(),
+    }
+}
+
+/// Sleeps for `micros` microseconds (bthread_usleep); see [`sleep_until`].
+pub fn usleep(micros: u64) -> Result<(), SleepError> {
+    sleep(Duration::from_micros(micros))
+}
+
+/// Sleeps until `deadline`. Inside a task only the task sleeps: the worker
+/// runs others, and the shared timer thread queues the task again at the
+/// deadline. On a plain thread this is an OS sleep.
+///
+/// A deadline in the past yields. Errors: `Stopped` at once, every time, once
+/// the task is stopped; `Interrupted` if interrupted (or an interrupt was
+/// pending); `DeadlineExceeded` when an enclosing scope's deadline comes
+/// first.
+pub fn sleep_until(deadline: Instant) -> Result<(), SleepError> {
+    sleep_inner(Some(deadline))
+}
+
+fn sleep_forever() -> Result<(), SleepError> {
+    sleep_inner(None)
+}
+
+fn sleep_inner(deadline: Option<Instant>) -> Result<(), SleepError> {
+    let Some(t) = group::current_task() else {
+        return sleep_thread(deadline);
+    };
+    if t.stopped.load(Ordering::Acquire) {
+        return Err(SleepError::Stopped);
+    }
+    if deadline.is_some_and(|d| d <= Instant::now()) {
+        crate::yield_now();
+        return match scope_deadline() {
+            Some(s) if s <= Instant::now() => Err(SleepError::DeadlineExceeded),
+            _ => Ok(()),
+        };
+    }
+    let expected = t.sleep.value().load(Ordering::Relaxed);
+    match butex::wait(&t.sleep, expected, deadline, true) {
+        // Nobody wakes the sleep butex: a wake-up is spurious; treat it as a
+        // short sleep rather than loop (callers of sleep tolerate early wakes
+        // no better than late ones, and none happen).
+        Ok(()) | Err(WaitError::TimedOut) | Err(WaitError::WouldBlock) => Ok(()),
+        Err(WaitError::Interrupted) => Err(SleepError::Interrupted),
+        Err(WaitError::Stopped) => Err(SleepError::Stopped),
+        Err(WaitError::DeadlineExceeded) => Err(SleepError::DeadlineExceeded),
+    }
+}
+
+fn sleep_thread(deadline: Option<Instant>) -> Result<(), SleepError> {
+    let scope = THREAD_DEADLINE.with(|d| d.get());
+    let (until, by_scope) = match (deadline, scope) {
+        (Some(d), Some(s)) if s < d => (Some(s), true),
+        (None, Some(s)) => (Some(s), true),
+        (d, _) => (d, false),
+    };
+    match until {
+        None => loop {
+            std::thread::park();
+        },
+        Some(u) => {
+            let now = Instant::now();
+            if u > now {
+                std::thread::sleep(u - now);
+            } else if deadline.is_some_and(|d| d <= now) {
+                std::thread::yield_now();
+            }
+        }
+    }
+    if by_scope {
+        Err(SleepError::DeadlineExceeded)
+    } else {
+        Ok(())
+    }
+}
+
+/// Wakes task `id` out of its sleep or butex wait with `Interrupted`. If it
+/// is not waiting, the interrupt is remembered and ends its next wait at
+/// once. Each interrupt ends exactly one wait. A join is never interrupted.
+pub fn interrupt(id: TaskId) -> Result<(), NoSuchTask> {
+    signal(id, false)
+}
+
+/// Marks task `id` stopped and interrupts it. From then on its sleeps and
+/// butex waits fail with `Stopped` at once, and [`is_stopped`] is true in it.
+pub fn stop(id: TaskId) -> Result<(), NoSuchTask> {
+    signal(id, true)
+}
+
+fn signal(id: TaskId, stop: bool) -> Result<(), NoSuchTask> {
+    let t = meta::table().lookup(id).ok_or(NoSuchTask)?;
+    let woken = {
+        let mut st = t.lock_interrupts();
+        // Re-check under the lock: the slot is freed (and its version
+        // bumped) under this same lock.
+        if !TaskTable::is_current(&t, id) || t.join.value().load(Ordering::Acquire) != 0 {
+            return Err(NoSuchTask);
+        }
+        if stop {
+            t.stopped.store(true, Ordering::Release);
+        }
+        butex::interrupt_locked(&mut st)
+    };
+    if let Some(t) = woken {
+        butex::make_ready(t);
+    }
+    Ok(())
+}
+
+/// Whether the current task has been stopped (false on a plain thread).
+pub fn is_stopped() -> bool {
+    group::current_task().is_some_and(|t| t.stopped.load(Ordering::Acquire))
+}

@@ -1,0 +1,398 @@
+//! Runtime core: spawning, joining, yielding, stealing, pinning, panics.
+//! Several are ports of bthread's own tests (bthread_unittest.cpp).
+
+use spindle::{Runtime, TaskId};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn rt(workers: usize) -> Runtime {
+    Runtime::builder().workers(workers).build().unwrap()
+}
+
+/// The OS thread a piece of code runs on.
+fn os_thread() -> std::thread::ThreadId {
+    std::thread::current().id()
+}
+
+#[test]
+fn spawn_and_join_from_a_plain_thread() {
+    let rt = rt(2);
+    let h = rt.spawn(|| 6 * 7);
+    assert_eq!(h.join().unwrap(), 42);
+}
+
+#[test]
+fn spawn_and_join_from_a_task() {
+    let rt = rt(2);
+    let v = rt.block_on(|| {
+        let h = spindle::spawn(|| String::from("inner"));
+        h.join().unwrap()
+    });
+    assert_eq!(v, "inner");
+}
+
+#[test]
+fn join_returns_large_values() {
+    let rt = rt(2);
+    let v = rt.spawn(|| [7u64; 64]).join().unwrap();
+    assert_eq!(v, [7u64; 64]);
+}
+
+#[test]
+fn many_small_tasks_from_a_plain_thread() {
+    let rt = rt(2);
+    let counter = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..100_000)
+        .map(|_| {
+            let c = counter.clone();
+            rt.spawn(move || {
+                c.fetch_add(1, Ordering::Relaxed);
+                spindle::current().unwrap()
+            })
+        })
+        .collect();
+    let mut ids = HashSet::new();
+    for h in handles {
+        let id = h.id();
+        assert_eq!(h.join().unwrap(), id, "a task sees its own id");
+        // Ids of live tasks are unique; a finished task's slot may be
+        // reused, but then with another version, so ids never repeat.
+        assert!(ids.insert(id), "duplicate id {id}");
+    }
+    assert_eq!(counter.load(Ordering::Relaxed), 100_000);
+}
+
+#[test]
+fn yield_with_nothing_else_to_run_returns() {
+    let rt = rt(1);
+    rt.block_on(|| {
+        for _ in 0..1000 {
+            spindle::yield_now();
+        }
+    });
+}
+
+#[test]
+fn two_tasks_on_one_worker_alternate_when_they_yield() {
+    let rt = rt(1);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    rt.block_on(|| {
+        let hs: Vec<_> = ["a", "b"]
+            .into_iter()
+            .map(|name| {
+                let log = log.clone();
+                spindle::spawn(move || {
+                    for _ in 0..5 {
+                        log.lock().unwrap().push(name);
+                        spindle::yield_now();
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    });
+    let log = log.lock().unwrap();
+    assert_eq!(log.len(), 10);
+    for pair in log.windows(2) {
+        assert_ne!(pair[0], pair[1], "tasks must alternate: {log:?}");
+    }
+}
+
+#[test]
+fn spawn_urgent_runs_the_child_first_on_the_same_worker() {
+    let rt = rt(2);
+    rt.block_on(|| {
+        let parent_thread = os_thread();
+        let ran = Arc::new(AtomicBool::new(false));
+        let r2 = ran.clone();
+        let h = spindle::spawn_urgent(move || {
+            r2.store(true, Ordering::SeqCst);
+            os_thread()
+        });
+        assert!(
+            ran.load(Ordering::SeqCst),
+            "the child ran before the parent continued"
+        );
+        assert_eq!(h.join().unwrap(), parent_thread);
+    });
+}
+
+#[test]
+fn tasks_spawned_on_one_worker_also_run_on_the_other() {
+    let rt = rt(2);
+    let threads = rt.block_on(|| {
+        let hs: Vec<_> = (0..200)
+            .map(|_| {
+                spindle::spawn(|| {
+                    // Busy for a moment so that the other worker steals.
+                    let t = std::time::Instant::now();
+                    while t.elapsed() < Duration::from_micros(200) {
+                        std::hint::spin_loop();
+                    }
+                    os_thread()
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<HashSet<_>>()
+    });
+    assert_eq!(threads.len(), 2, "both workers ran tasks");
+    assert!(rt.stats().steals > 0);
+}
+
+#[test]
+fn a_started_task_never_changes_worker() {
+    let rt = rt(2);
+    let moved = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..64)
+        .map(|_| {
+            let moved = moved.clone();
+            rt.spawn(move || {
+                let first = os_thread();
+                for i in 0..200 {
+                    if i % 3 == 0 {
+                        spindle::yield_now();
+                    } else {
+                        let h = spindle::spawn(|| ());
+                        h.join().unwrap();
+                    }
+                    if os_thread() != first {
+                        moved.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(moved.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_panic_reaches_join_and_the_runtime_keeps_working() {
+    let rt = rt(2);
+    let h = rt.spawn(|| -> u32 { panic!("boom") });
+    let err = h.join().unwrap_err();
+    assert!(err.is_panic());
+    let payload = err.into_panic().unwrap();
+    assert_eq!(*payload.downcast_ref::<&str>().unwrap(), "boom");
+    // The workers live on.
+    let sum: u32 = (0..100)
+        .map(|i| rt.spawn(move || i))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .sum();
+    assert_eq!(sum, 4950);
+}
+
+#[test]
+fn block_on_reraises_the_panic() {
+    let rt = rt(1);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(|| panic!("from block_on"))
+    }));
+    let p = r.unwrap_err();
+    assert_eq!(*p.downcast_ref::<&str>().unwrap(), "from block_on");
+    assert_eq!(rt.block_on(|| 5), 5);
+}
+
+#[test]
+fn block_on_may_borrow() {
+    let rt = rt(2);
+    let mut v = vec![1, 2, 3];
+    rt.block_on(|| v.push(4));
+    assert_eq!(v, [1, 2, 3, 4]);
+}
+
+#[test]
+fn current_is_none_outside_tasks() {
+    assert_eq!(spindle::current(), None);
+    let rt = rt(1);
+    let id: Option<TaskId> = rt.block_on(spindle::current);
+    assert!(id.is_some());
+}
+
+#[test]
+fn set_workers_grows_and_rejects_shrinking_or_absurd_values() {
+    let rt = rt(1);
+    assert_eq!(rt.workers(), 1);
+    rt.set_workers(2).unwrap();
+    assert_eq!(rt.workers(), 2);
+    assert!(matches!(
+        rt.set_workers(1),
+        Err(spindle::SetWorkersError::Shrink {
+            current: 2,
+            requested: 1
+        })
+    ));
+    assert!(matches!(
+        rt.set_workers(100_000),
+        Err(spindle::SetWorkersError::TooMany { .. })
+    ));
+    assert_eq!(rt.workers(), 2);
+    // The new worker runs tasks.
+    let threads: HashSet<_> = (0..200)
+        .map(|_| {
+            rt.spawn(|| {
+                std::thread::sleep(Duration::from_micros(100));
+                os_thread()
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .collect();
+    assert_eq!(threads.len(), 2);
+}
+
+#[test]
+fn bad_builder_values_are_errors() {
+    assert!(Runtime::builder().workers(0).build().is_err());
+    assert!(Runtime::builder().workers(1 << 20).build().is_err());
+    assert!(Runtime::builder().stack_size(usize::MAX).build().is_err());
+}
+
+#[test]
+fn errno_of_one_task_is_not_seen_by_the_next() {
+    let rt = rt(1);
+    rt.block_on(|| {
+        let a = spindle::spawn(|| {
+            // SAFETY: errno is this thread's (this task's) own.
+            unsafe { *libc_errno() = 1234 };
+            spindle::yield_now();
+            // SAFETY: as above.
+            unsafe { *libc_errno() }
+        });
+        let b = spindle::spawn(|| {
+            // SAFETY: as above.
+            let seen = unsafe { *libc_errno() };
+            // SAFETY: as above.
+            unsafe { *libc_errno() = 99 };
+            spindle::yield_now();
+            seen
+        });
+        assert_eq!(
+            a.join().unwrap(),
+            1234,
+            "a task keeps its errno across a switch"
+        );
+        assert_ne!(
+            b.join().unwrap(),
+            1234,
+            "errno does not leak to the next task"
+        );
+    });
+}
+
+fn libc_errno() -> *mut i32 {
+    extern "C" {
+        fn __errno_location() -> *mut i32;
+    }
+    // SAFETY: always valid on Linux.
+    unsafe { __errno_location() }
+}
+
+#[test]
+fn the_global_runtime_starts_on_first_use() {
+    let h = spindle::spawn(|| spindle::current().is_some());
+    assert!(h.join().unwrap());
+    assert!(spindle::global_runtime().workers() >= 1);
+}
+
+#[test]
+fn a_stack_that_cannot_be_had_is_an_error_not_a_crash() {
+    let rt = rt(1);
+    rt.block_on(|| {
+        // Far more than this machine's memory: mprotect refuses it.
+        let r = spindle::task::Builder::new()
+            .stack_size(1 << 40)
+            .spawn(|| ());
+        assert!(r.is_err());
+        // Out of the supported range: refused before any mapping.
+        let r = spindle::task::Builder::new()
+            .stack_size(usize::MAX)
+            .spawn(|| ());
+        assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+        // The runtime is fine afterwards.
+        assert_eq!(spindle::spawn(|| 1).join().unwrap(), 1);
+    });
+}
+
+#[test]
+fn named_tasks_with_their_own_stack_size() {
+    let rt = rt(1);
+    let v = rt.block_on(|| {
+        spindle::task::Builder::new()
+            .name("big")
+            .stack_size(4 << 20)
+            .spawn(|| {
+                // Use a good part of the stack.
+                let buf = [1u8; 1 << 20];
+                std::hint::black_box(&buf)
+                    .iter()
+                    .map(|&b| b as u32)
+                    .sum::<u32>()
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    });
+    assert_eq!(v, 1 << 20);
+}
+
+#[test]
+fn dropping_a_handle_detaches_the_task() {
+    let rt = rt(2);
+    let done = Arc::new(AtomicBool::new(false));
+    let d = done.clone();
+    drop(rt.spawn(move || d.store(true, Ordering::SeqCst)));
+    let t = std::time::Instant::now();
+    while !done.load(Ordering::SeqCst) {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "detached task never ran"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn is_finished_reports_the_end() {
+    let rt = rt(1);
+    let gate = Arc::new(spindle::Butex::new(0));
+    let g = gate.clone();
+    let h = rt.spawn(move || {
+        while g.value().load(Ordering::Acquire) == 0 {
+            let _ = g.wait(0, None);
+        }
+    });
+    assert!(!h.is_finished());
+    gate.value().store(1, Ordering::Release);
+    gate.wake_all();
+    while !h.is_finished() {
+        std::thread::yield_now();
+    }
+    h.join().unwrap();
+}
+
+#[test]
+fn shutdown_cancels_queued_tasks_and_returns() {
+    let rt = rt(1);
+    let gate = Arc::new(spindle::Butex::new(0));
+    let g = gate.clone();
+    // Occupy the only worker, then queue more behind it.
+    let blocker = rt.spawn(move || {
+        while g.value().load(Ordering::Acquire) == 0 {
+            let _ = g.wait(0, None);
+        }
+    });
+    let _ = blocker.id();
+    rt.shutdown();
+}

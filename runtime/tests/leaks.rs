@@ -1,0 +1,33 @@
+//! Leak checks. In a test binary of their own: the task table is
+//! process-wide, so other tests running beside them would grow it.
+
+use spindle::Runtime;
+
+fn rt(workers: usize) -> Runtime {
+    Runtime::builder().workers(workers).build().unwrap()
+}
+
+#[test]
+fn no_stack_or_slot_leaks_after_a_million_spawn_joins() {
+    let rt = rt(2);
+    rt.block_on(|| {
+        for _ in 0..10_000 {
+            spindle::spawn(|| ()).join().unwrap();
+        }
+    });
+    let slots_before = rt.stats().task_slots;
+    rt.block_on(|| {
+        for _ in 0..1_000_000 {
+            spindle::spawn(|| ()).join().unwrap();
+        }
+    });
+    let s = rt.stats();
+    // The table grows only by what was live at once, not by the count.
+    assert!(
+        s.task_slots <= slots_before + 4096,
+        "task table grew from {slots_before} to {}",
+        s.task_slots
+    );
+    assert!(s.pooled_stacks <= 1024);
+    assert!(s.finished >= 1_000_000);
+}
