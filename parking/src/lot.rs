@@ -1,7 +1,7 @@
 //! `ParkingLot`: where idle workers sleep without losing a wake-up.
 //!
 //! The state is one futex word. Bit 0 says "stopped"; every [`signal`] adds 2,
-//! so any signal changes the word. An idle worker follows one rule:
+//! so any signal changes the word (and no mix of signals restores an old one). An idle worker follows one rule:
 //!
 //! ```text
 //!   let st = lot.state();        // 1. read the state BEFORE the last look
@@ -69,11 +69,13 @@ impl ParkingLot {
         if n == 0 {
             return 0;
         }
-        // Wrapping is fine: waiters only compare for equality, and adding an
-        // even number never touches the stopped bit.
-        self.state
-            .word()
-            .fetch_add(ONE_SIGNAL.wrapping_mul(n), SeqCst);
+        // Every signal moves the counter by exactly 2, whatever `n` is:
+        // adding `2 * n` would wrap for large `n` (`signal(u32::MAX)` would
+        // subtract 2), and a later `signal(1)` could then bring the word back
+        // to a state a waiter read before both — an ABA that sleeps through
+        // two signals. Wrapping after 2^31 signals is harmless: a waiter
+        // compares one state it just read.
+        self.state.word().fetch_add(ONE_SIGNAL, SeqCst);
         // Pairs with the fence in `wait`: see the module docs.
         fence(SeqCst);
         if self.waiters.load(Relaxed) == 0 {
@@ -169,6 +171,18 @@ mod tests {
         lot.wait(lot.state()); // returns at once
         lot.stop(); // idempotent
         assert!(lot.state().stopped());
+    }
+
+    /// Regression: `signal(u32::MAX)` then `signal(1)` must not bring the
+    /// state back to what a waiter read before them (a lost wake-up).
+    #[test]
+    fn signals_never_restore_an_old_state() {
+        let lot = ParkingLot::new();
+        let before = lot.state();
+        lot.signal(u32::MAX);
+        lot.signal(1);
+        assert_ne!(lot.state(), before);
+        lot.wait(before); // must not block
     }
 
     #[test]

@@ -6,48 +6,23 @@
 //! idle workers sleep on (worker `i` on lot `i % 4`, which spreads wake-up
 //! traffic), the stack pool and the counters.
 //!
-//! # Waking idle workers
-//!
-//! Wake-ups are futex syscalls (3-5 µs on a VM), so they are made only when
-//! they are needed. Two counters describe the idle workers: `searching`
-//! (awake, looking for work: they will find new work on their own) and
-//! `parked` (on a lot, or about to be). Work comes in two kinds:
-//!
-//! - *Stealable* work (a new task): after pushing it, [`Shared::notify_work`]
-//!   wakes a worker only if none is searching and some is parked, and then at
-//!   most 2 (`signal_task`), starting at the caller's lot.
-//! - *Pinned* work (a started task woken by another thread; it may only run
-//!   on its home worker, see `docs/safety.md`): after pushing it on the home
-//!   worker's remote queue, [`Shared::notify_worker`] wakes that worker only
-//!   if its `sleeping` flag is set. The lot may be shared with other workers,
-//!   so the wake goes to every waiter of that lot (at most `workers / 4`).
-//!
-//! Both checks are store-buffering handshakes with the parking worker (it
-//! publishes `parked`/`sleeping`, then looks for work one last time; the
-//! producer publishes the work, then reads the flags), so each side has a
-//! `SeqCst` fence between its write and its read: either the worker's last
-//! look finds the work, or the producer sees the worker and signals its lot,
-//! whose state the worker read before its last look. `tests/loom_idle.rs`
-//! models this protocol.
+//! How idle workers are parked and woken is the protocol of `idle.rs`.
 
+use crate::idle::Idle;
 use crate::meta::TaskRef;
 use crate::queue::RemoteQueue;
 use crate::stack::StackPool;
 use crossbeam_deque::{Injector, Stealer};
-use spindle_parking::loom::sync::atomic::{
-    fence, AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,
-};
-use spindle_parking::ParkingLot;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+
+/// The `sleeping` flag is part of the idle protocol, so it is loom's under
+/// `--cfg loom`.
+type SleepFlag = spindle_parking::loom::sync::atomic::AtomicBool;
 use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
 
-/// The number of ParkingLots (bthread's `PARKING_LOT_NUM`).
-pub(crate) const LOTS: usize = 4;
 /// The most workers one runtime may have.
 pub(crate) const MAX_WORKERS: usize = 256;
-/// At most this many workers are woken by one notification: more are wasted
-/// wake-ups (bthread's `signal_task` cap).
-const MAX_SIGNAL: usize = 2;
 
 /// What a runtime's workers were built with.
 #[derive(Debug, Clone)]
@@ -83,7 +58,7 @@ pub(crate) struct GroupShared {
     /// The thief end of the worker's deque of never-run tasks.
     pub(crate) stealer: Stealer<TaskRef>,
     /// Set while the worker is parked or about to park.
-    pub(crate) sleeping: AtomicBool,
+    pub(crate) sleeping: SleepFlag,
     /// The lot this worker parks on.
     pub(crate) lot: usize,
     pub(crate) stats: GroupStats,
@@ -95,9 +70,7 @@ pub(crate) struct Shared {
     pub(crate) groups: Box<[OnceLock<GroupShared>]>,
     /// Workers started so far (groups `0..workers` exist).
     pub(crate) workers: AtomicUsize,
-    pub(crate) lots: [ParkingLot; LOTS],
-    pub(crate) searching: AtomicUsize,
-    pub(crate) parked: AtomicUsize,
+    pub(crate) idle: Idle,
     /// Tasks spawned from plain threads, stealable by every worker.
     pub(crate) injector: Injector<TaskRef>,
     pub(crate) stacks: StackPool,
@@ -105,8 +78,6 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     /// Tasks spawned from plain threads (workers count their own).
     pub(crate) spawned_outside: AtomicU64,
-    /// Threads woken by signals.
-    pub(crate) wakeups: AtomicU64,
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -115,15 +86,12 @@ impl Shared {
         Shared {
             groups: (0..MAX_WORKERS).map(|_| OnceLock::new()).collect(),
             workers: AtomicUsize::new(0),
-            lots: Default::default(),
-            searching: AtomicUsize::new(0),
-            parked: AtomicUsize::new(0),
+            idle: Idle::default(),
             injector: Injector::new(),
             stacks: StackPool::new(config.stack_size),
             stopping: AtomicBool::new(false),
             config,
             spawned_outside: AtomicU64::new(0),
-            wakeups: AtomicU64::new(0),
             threads: Mutex::new(Vec::new()),
         }
     }
@@ -136,33 +104,6 @@ impl Shared {
         self.workers.load(SeqCst)
     }
 
-    /// Called after pushing stealable work; see the module docs.
-    #[inline]
-    pub(crate) fn notify_work(&self, from_lot: usize) {
-        fence(SeqCst);
-        if self.searching.load(Relaxed) > 0 || self.parked.load(Relaxed) == 0 {
-            return;
-        }
-        self.signal_task(1, from_lot);
-    }
-
-    /// Wakes up to `n` (at most [`MAX_SIGNAL`]) parked workers, trying the
-    /// lots in turn from `from_lot`. Every lot's state moves, so a worker on
-    /// its way to park on any of them will not sleep through this.
-    pub(crate) fn signal_task(&self, n: usize, from_lot: usize) {
-        let n = n.min(MAX_SIGNAL);
-        let mut woken = 0;
-        for i in 0..LOTS {
-            woken += self.lots[(from_lot + i) % LOTS].signal((n - woken) as u32);
-            if woken >= n {
-                break;
-            }
-        }
-        if woken > 0 {
-            self.wakeups.fetch_add(woken as u64, Relaxed);
-        }
-    }
-
     /// Pushes a started task onto its home worker's remote queue and wakes
     /// that worker if it sleeps.
     pub(crate) fn push_remote(&self, task: TaskRef) {
@@ -171,24 +112,6 @@ impl Shared {
             .group(home)
             .expect("a started task's home worker exists");
         g.remote.push(task);
-        self.notify_worker(g);
-    }
-
-    #[inline]
-    fn notify_worker(&self, g: &GroupShared) {
-        fence(SeqCst);
-        if g.sleeping.load(Relaxed) {
-            let woken = self.lots[g.lot].signal(u32::MAX);
-            if woken > 0 {
-                self.wakeups.fetch_add(woken as u64, Relaxed);
-            }
-        }
-    }
-
-    /// Stops every lot, waking all parked workers for good.
-    pub(crate) fn stop_lots(&self) {
-        for lot in &self.lots {
-            lot.stop();
-        }
+        self.idle.notify_worker(&g.sleeping, g.lot);
     }
 }

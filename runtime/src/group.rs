@@ -15,7 +15,7 @@
 //! When nothing is local it steals: from the injector (spawns from plain
 //! threads), then from the other workers, starting at a random one and moving
 //! by a fixed stride coprime with the worker count. Then it spins briefly
-//! and finally parks on its lot (see `control.rs` for the handshake).
+//! and finally parks on its lot (see `idle.rs` for the handshake).
 //!
 //! # Switching
 //!
@@ -27,15 +27,16 @@
 //! running: the task is not visible to them until the switch is complete.
 
 use crate::butex::{self, WaitNode};
-use crate::control::{GroupShared, GroupStats, Shared, LOTS};
+use crate::control::{GroupShared, GroupStats, Shared};
+use crate::idle::LOTS;
 use crate::meta::{self, TaskRef, NO_HOME};
 use crate::queue::LocalQueue;
 use corosensei::stack::DefaultStack;
 use corosensei::CoroutineResult;
 use crossbeam_deque::{Steal, Worker};
-use spindle_parking::loom::sync::atomic::{fence, Ordering::Relaxed, Ordering::SeqCst};
 use std::cell::{Cell, RefCell};
 use std::ptr;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// Remote queue checked at least every this many runs (tokio checks its
@@ -138,7 +139,7 @@ impl TaskGroup {
     /// to take it if none is looking.
     pub(crate) fn push_fresh(&self, t: TaskRef) {
         self.fresh.push(t);
-        self.shared.notify_work(self.lot());
+        self.shared.idle.notify_work(self.lot());
     }
 
     /// Makes a started task of this worker runnable again.
@@ -149,7 +150,7 @@ impl TaskGroup {
     /// The worker loop. Returns when the runtime stops.
     pub(crate) fn run(&self) {
         WORKER.with(|w| w.set(self));
-        self.shared.searching.fetch_add(1, SeqCst);
+        self.shared.idle.start_searching();
         let mut searching = true;
         loop {
             if self.shared.stopping.load(Relaxed) {
@@ -162,21 +163,16 @@ impl TaskGroup {
             if let Some(t) = task {
                 if searching {
                     searching = false;
-                    // The last searcher to find work wakes another, so a
-                    // burst of spawns is spread even though their producers
-                    // skipped the wake-up (a searcher existed).
-                    if self.shared.searching.fetch_sub(1, SeqCst) == 1 {
-                        self.shared.notify_work(self.lot());
-                    }
+                    self.shared.idle.found_work(self.lot());
                 }
                 self.run_task(t);
             } else if !searching {
                 searching = true;
-                self.shared.searching.fetch_add(1, SeqCst);
+                self.shared.idle.start_searching();
             }
         }
         if searching {
-            self.shared.searching.fetch_sub(1, SeqCst);
+            self.shared.idle.stop_searching();
         }
         self.cancel_queued();
         self.shared.stacks.give_all(&mut self.stacks.borrow_mut());
@@ -267,26 +263,18 @@ impl TaskGroup {
                 std::hint::spin_loop();
             }
         }
-        // Park: read the lot's state before the last look (see control.rs).
-        let shared = &*self.shared;
-        let lot = &shared.lots[self.lot()];
-        let state = lot.state();
+        // Park (see idle.rs for the handshake).
         let me = self.me();
-        me.sleeping.store(true, Relaxed);
-        shared.parked.fetch_add(1, SeqCst);
-        if *searching {
-            *searching = false;
-            shared.searching.fetch_sub(1, SeqCst);
-        }
-        fence(SeqCst);
-        let found = self.next_local().or_else(|| self.steal());
-        if found.is_none() && !shared.stopping.load(SeqCst) {
+        let (slept, found) = self.shared.idle.park(
+            self.lot(),
+            &me.sleeping,
+            searching,
+            || self.shared.stopping.load(Relaxed),
+            || self.next_local().or_else(|| self.steal()),
+        );
+        if slept {
             GroupStats::bump(&me.stats.parks);
-            tracing::trace!(worker = self.index, "park");
-            lot.wait(state);
         }
-        me.sleeping.store(false, Relaxed);
-        shared.parked.fetch_sub(1, SeqCst);
         found
     }
 

@@ -64,10 +64,12 @@ mod butex;
 mod control;
 mod error;
 mod group;
+mod idle;
 mod meta;
 mod queue;
 mod runtime;
 mod stack;
+pub mod sync;
 pub mod task;
 mod time;
 

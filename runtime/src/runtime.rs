@@ -7,14 +7,15 @@
 //! ones on their own thread) and exits. Tasks blocked in a wait at that
 //! moment are left where they are: their stacks are not reclaimed.
 
-use crate::control::{Config, GroupShared, GroupStats, Shared, LOTS, MAX_WORKERS};
+use crate::control::{Config, GroupShared, GroupStats, Shared, MAX_WORKERS};
 use crate::error::{JoinError, SetWorkersError};
 use crate::group::{self, TaskGroup};
+use crate::idle::LOTS;
 use crate::stack;
 use crate::task::{self, JoinHandle};
 use crossbeam_deque::Worker;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 /// The default stack size of tasks: 256 KiB of address space, of which only
@@ -233,7 +234,7 @@ impl Runtime {
             let gs = GroupShared {
                 remote: crate::queue::RemoteQueue::new(),
                 stealer: fresh.stealer(),
-                sleeping: AtomicBool::new(false),
+                sleeping: spindle_parking::loom::sync::atomic::AtomicBool::new(false),
                 lot: i % LOTS,
                 stats: GroupStats::default(),
             };
@@ -267,7 +268,7 @@ impl Runtime {
         let mut s = RuntimeStats {
             workers: sh.worker_count(),
             spawned: sh.spawned_outside.load(Ordering::Relaxed),
-            wakeups: sh.wakeups.load(Ordering::Relaxed),
+            wakeups: sh.idle.wakeups.load(Ordering::Relaxed),
             pooled_stacks: sh.stacks.pooled(),
             task_slots: crate::meta::table().capacity(),
             ..Default::default()
@@ -294,7 +295,7 @@ impl Runtime {
     fn stop(&self) {
         let sh = &self.shared;
         sh.stopping.store(true, Ordering::SeqCst);
-        sh.stop_lots();
+        sh.idle.stop();
         // A worker of this runtime cannot wait for itself.
         let on_own_worker =
             group::current_group().is_some_and(|g| Arc::ptr_eq(&g.shared, &self.shared));

@@ -198,7 +198,7 @@ pub(crate) fn start(shared: &Shared, t: TaskRef, urgent: bool) {
         },
         None => {
             shared.injector.push(t);
-            shared.notify_work(0);
+            shared.idle.notify_work(0);
         }
     }
 }

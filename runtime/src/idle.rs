@@ -1,0 +1,297 @@
+//! The idle-worker protocol: when to park, and when a producer must wake.
+//!
+//! Wake-ups are futex syscalls (3-5 µs on a VM), so they are made only when
+//! they are needed. Two counters describe the idle workers: `searching`
+//! (awake, looking for work: they will find new work on their own) and
+//! `parked` (on a lot, or about to be). Work comes in two kinds:
+//!
+//! - *Stealable* work (a new task): after pushing it, a producer calls
+//!   [`Idle::notify_work`], which wakes a worker only if none is searching and
+//!   some is parked, and then at most 2 ([`Idle::signal_task`]), trying the
+//!   lots in turn from the caller's own.
+//! - *Pinned* work (a started task woken by another thread; it may only run
+//!   on its home worker, see `docs/safety.md`): after pushing it on the home
+//!   worker's remote queue, [`Idle::notify_worker`] wakes that worker only if
+//!   its `sleeping` flag is set. A lot may be shared by several workers
+//!   (worker `i` parks on lot `i % 4`), so that wake goes to every waiter of
+//!   the lot: at most `workers / 4` threads, and only when they are all idle.
+//!
+//! Both are store-buffering handshakes with a parking worker ([`Idle::park`]):
+//! it reads its lot's state, publishes `parked`/`sleeping`, then looks for
+//! work one last time; a producer publishes the work, then reads the flags.
+//! Each side has a `SeqCst` fence between its write and its read, so either
+//! the last look finds the work, or the producer sees the worker and signals
+//! its lot, whose state moved since the worker read it: the futex wait then
+//! returns at once. `tests::loom_*` model-check this code.
+
+use spindle_parking::loom::sync::atomic::{
+    fence, AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,
+};
+use spindle_parking::ParkingLot;
+
+/// The number of ParkingLots (bthread's `PARKING_LOT_NUM`).
+pub(crate) const LOTS: usize = 4;
+/// At most this many workers are woken by one notification: more are wasted
+/// wake-ups (bthread's `signal_task` cap).
+const MAX_SIGNAL: usize = 2;
+
+/// The idle state of one runtime; see the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct Idle {
+    pub(crate) lots: [ParkingLot; LOTS],
+    searching: AtomicUsize,
+    parked: AtomicUsize,
+    /// Threads woken by signals, for stats.
+    pub(crate) wakeups: AtomicU64,
+}
+
+impl Idle {
+    /// A worker starts looking for work.
+    pub(crate) fn start_searching(&self) {
+        self.searching.fetch_add(1, SeqCst);
+    }
+
+    /// A searching worker found work (or stops). If it was the last searcher
+    /// it wakes another, so that a burst of spawns, whose producers skipped
+    /// the wake-up because somebody was searching, is still spread.
+    pub(crate) fn found_work(&self, lot: usize) {
+        if self.searching.fetch_sub(1, SeqCst) == 1 {
+            self.notify_work(lot);
+        }
+    }
+
+    /// A searching worker leaves for good (runtime stop).
+    pub(crate) fn stop_searching(&self) {
+        self.searching.fetch_sub(1, SeqCst);
+    }
+
+    /// Called after pushing stealable work.
+    #[inline]
+    pub(crate) fn notify_work(&self, from_lot: usize) {
+        fence(SeqCst);
+        if self.searching.load(Relaxed) > 0 || self.parked.load(Relaxed) == 0 {
+            return;
+        }
+        self.signal_task(1, from_lot);
+    }
+
+    /// Wakes up to `n` (at most [`MAX_SIGNAL`]) parked workers, trying the
+    /// lots in turn from `from_lot`. Every lot it tries has its state moved,
+    /// so a worker on its way to park there does not sleep through this.
+    pub(crate) fn signal_task(&self, n: usize, from_lot: usize) {
+        let n = n.min(MAX_SIGNAL);
+        let mut woken = 0;
+        for i in 0..LOTS {
+            woken += self.lots[(from_lot + i) % LOTS].signal((n - woken) as u32);
+            if woken >= n {
+                break;
+            }
+        }
+        if woken > 0 {
+            self.wakeups.fetch_add(woken as u64, Relaxed);
+        }
+    }
+
+    /// Called after pushing work pinned to the worker whose flag is
+    /// `sleeping` and who parks on `lot`.
+    #[inline]
+    pub(crate) fn notify_worker(&self, sleeping: &AtomicBool, lot: usize) {
+        fence(SeqCst);
+        if sleeping.load(Relaxed) {
+            let woken = self.lots[lot].signal(u32::MAX);
+            if woken > 0 {
+                self.wakeups.fetch_add(woken as u64, Relaxed);
+            }
+        }
+    }
+
+    /// Parks the calling worker on `lot` unless `last_look` finds work (which
+    /// is then returned) or `stopping` says the runtime stops. The worker was
+    /// searching if `searching` is set; it is not searching afterwards.
+    /// Returns whether the worker actually slept, and the work found.
+    pub(crate) fn park<T>(
+        &self,
+        lot: usize,
+        sleeping: &AtomicBool,
+        searching: &mut bool,
+        stopping: impl Fn() -> bool,
+        last_look: impl FnOnce() -> Option<T>,
+    ) -> (bool, Option<T>) {
+        let lot = &self.lots[lot];
+        // The state is read BEFORE the last look (see ParkingLot's docs).
+        let state = lot.state();
+        sleeping.store(true, Relaxed);
+        self.parked.fetch_add(1, SeqCst);
+        if *searching {
+            *searching = false;
+            self.searching.fetch_sub(1, SeqCst);
+        }
+        fence(SeqCst);
+        let found = last_look();
+        let slept = found.is_none() && !stopping();
+        if slept {
+            lot.wait(state);
+        }
+        sleeping.store(false, Relaxed);
+        self.parked.fetch_sub(1, SeqCst);
+        (slept, found)
+    }
+
+    /// Stops every lot, waking all parked workers for good.
+    pub(crate) fn stop(&self) {
+        for lot in &self.lots {
+            lot.stop();
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod tests {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    fn model<F: Fn() + Sync + Send + 'static>(f: F) {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(2);
+        b.check(f);
+    }
+
+    /// A one-task queue with the orderings of the remote queue (a release
+    /// RMW to push, an acquire swap to take). Not a mutex: a mutex would
+    /// synchronize both ways and hide a missing fence. (The push must be an
+    /// RMW, as the real one is: loom 0.7 lets a later swap miss a plain
+    /// store that happens-before it, a false deadlock.)
+    struct Slot(loom::sync::atomic::AtomicU32);
+
+    impl Slot {
+        fn new() -> Self {
+            Slot(loom::sync::atomic::AtomicU32::new(0))
+        }
+        fn push(&self, t: u32) {
+            self.0.swap(t, loom::sync::atomic::Ordering::Release);
+        }
+        fn pop(&self) -> Option<u32> {
+            match self.0.swap(0, loom::sync::atomic::Ordering::Acquire) {
+                0 => None,
+                t => Some(t),
+            }
+        }
+    }
+
+    /// A plain stand-in for a worker: its pinned queue and its flag.
+    struct W {
+        pinned: Slot,
+        sleeping: AtomicBool,
+    }
+
+    struct Rt {
+        idle: Idle,
+        stealable: Slot,
+        workers: [W; 2],
+        done: AtomicUsize,
+        stopping: AtomicBool,
+    }
+
+    /// The worker loop of `TaskGroup::run`, with task handles for tasks and
+    /// no spinning: look, else park.
+    fn worker(rt: &Rt, me: usize, total: usize) -> Vec<u32> {
+        let mut ran = Vec::new();
+        let look = || rt.workers[me].pinned.pop().or_else(|| rt.stealable.pop());
+        rt.idle.start_searching();
+        let mut searching = true;
+        loop {
+            if rt.stopping.load(SeqCst) {
+                break;
+            }
+            let task = look().or_else(|| {
+                rt.idle
+                    .park(
+                        me,
+                        &rt.workers[me].sleeping,
+                        &mut searching,
+                        || rt.stopping.load(SeqCst),
+                        look,
+                    )
+                    .1
+            });
+            match task {
+                Some(t) => {
+                    if searching {
+                        searching = false;
+                        rt.idle.found_work(me);
+                    }
+                    ran.push(t);
+                    if rt.done.fetch_add(1, SeqCst) + 1 == total {
+                        rt.stopping.store(true, SeqCst);
+                        rt.idle.stop();
+                    }
+                }
+                None if !searching => {
+                    searching = true;
+                    rt.idle.start_searching();
+                }
+                None => {}
+            }
+        }
+        if searching {
+            rt.idle.stop_searching();
+        }
+        ran
+    }
+
+    fn runtime() -> Arc<Rt> {
+        Arc::new(Rt {
+            idle: Idle::default(),
+            stealable: Slot::new(),
+            workers: [
+                W {
+                    pinned: Slot::new(),
+                    sleeping: AtomicBool::new(false),
+                },
+                W {
+                    pinned: Slot::new(),
+                    sleeping: AtomicBool::new(false),
+                },
+            ],
+            done: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
+        })
+    }
+
+    /// New, stealable work is always picked up: no worker sleeps through it.
+    #[test]
+    fn loom_stealable_work_is_never_lost() {
+        model(|| {
+            let rt = runtime();
+            let ws: Vec<_> = (0..2)
+                .map(|i| {
+                    let rt = rt.clone();
+                    thread::spawn(move || worker(&rt, i, 1))
+                })
+                .collect();
+            rt.stealable.push(7);
+            rt.idle.notify_work(0);
+            let ran: Vec<u32> = ws.into_iter().flat_map(|w| w.join().unwrap()).collect();
+            assert_eq!(ran, [7]);
+        });
+    }
+
+    /// Work pinned to worker 1 wakes worker 1, and only worker 1 runs it.
+    #[test]
+    fn loom_pinned_work_wakes_its_worker() {
+        model(|| {
+            let rt = runtime();
+            let ws: Vec<_> = (0..2)
+                .map(|i| {
+                    let rt = rt.clone();
+                    thread::spawn(move || worker(&rt, i, 1))
+                })
+                .collect();
+            rt.workers[1].pinned.push(9);
+            rt.idle.notify_worker(&rt.workers[1].sleeping, 1);
+            let ran: Vec<Vec<u32>> = ws.into_iter().map(|w| w.join().unwrap()).collect();
+            assert_eq!(ran, [vec![], vec![9]]);
+        });
+    }
+}

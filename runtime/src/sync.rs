@@ -1,0 +1,313 @@
+//! Blocking primitives for tasks and plain threads, built on [`Butex`].
+//!
+//! They block only the calling task (a plain thread blocks itself) and can be
+//! shared by tasks and threads at once. Their waits honour the deadline of an
+//! enclosing [`with_deadline`](crate::with_deadline) scope (they return
+//! `DeadlineExceeded`), but are not ended by `interrupt`: an interrupt stays
+//! pending for the next sleep or `Butex::wait`, as with bthread's mutex.
+//!
+//! - [`Mutex`]: the three-state futex mutex (Drepper, "Futexes are tricky"):
+//!   0 unlocked, 1 locked, 2 locked with waiters. Lock and unlock without
+//!   contention are one atomic instruction each: no syscall, no timer.
+//! - [`Condvar`]: a sequence number in a butex. A waiter reads it, unlocks,
+//!   and waits for it to move; a notifier bumps it and wakes. The butex's
+//!   FIFO order makes `notify_one` fair.
+//! - [`CountdownEvent`]: a count in a butex; waiters wait for it to reach 0.
+
+use crate::butex::{self, Butex};
+use crate::error::WaitError;
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+const UNLOCKED: u32 = 0;
+const LOCKED: u32 = 1;
+const CONTENDED: u32 = 2;
+
+/// A mutual-exclusion lock whose waiters suspend (tasks) or park (threads).
+///
+/// Unlike `std::sync::Mutex` it has no poisoning: a task that panics while
+/// holding it unlocks it as its guard drops.
+pub struct Mutex<T: ?Sized> {
+    state: Butex,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the lock hands out access to `value` to one holder at a time, so
+// sharing the mutex shares `T` only by moving access between threads.
+unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
+// SAFETY: as above: `&Mutex<T>` gives `&mut T` to one thread at a time.
+unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
+
+/// Access to a locked [`Mutex`]'s value; unlocks on drop.
+#[must_use = "the mutex unlocks as soon as the guard is dropped"]
+pub struct MutexGuard<'a, T: ?Sized> {
+    mutex: &'a Mutex<T>,
+}
+
+// SAFETY: a guard gives `&T` through `&MutexGuard`, so it is Sync when T is.
+unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
+
+impl<T> Mutex<T> {
+    /// An unlocked mutex holding `value`.
+    pub const fn new(value: T) -> Self {
+        Mutex {
+            state: Butex::new(UNLOCKED),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// The value, consuming the mutex.
+    pub fn into_inner(self) -> T {
+        self.value.into_inner()
+    }
+}
+
+impl<T: Default> Default for Mutex<T> {
+    fn default() -> Self {
+        Mutex::new(T::default())
+    }
+}
+
+impl<T: ?Sized> Mutex<T> {
+    /// Locks, suspending the task (or parking the thread) while another holds
+    /// the lock. Fails only with `DeadlineExceeded`, when the deadline of an
+    /// enclosing `with_deadline` scope passes first.
+    pub fn lock(&self) -> Result<MutexGuard<'_, T>, WaitError> {
+        self.lock_until(None)
+    }
+
+    /// Like [`lock`](Self::lock), giving up with `TimedOut` at `deadline`.
+    pub fn lock_until(&self, deadline: Option<Instant>) -> Result<MutexGuard<'_, T>, WaitError> {
+        let st = self.state.value();
+        if st
+            .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            return Ok(MutexGuard { mutex: self });
+        }
+        loop {
+            // Mark the lock contended; if it was free, we now hold it (as
+            // CONTENDED, which costs one spare wake at unlock, never a lost one).
+            if st.swap(CONTENDED, Ordering::Acquire) == UNLOCKED {
+                return Ok(MutexGuard { mutex: self });
+            }
+            match butex::wait(&self.state, CONTENDED, deadline, false) {
+                Ok(()) | Err(WaitError::WouldBlock) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Locks if nobody holds the lock, without waiting.
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        self.state
+            .value()
+            .compare_exchange(UNLOCKED, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| MutexGuard { mutex: self })
+    }
+
+    /// The value, through a unique borrow (no locking needed).
+    pub fn get_mut(&mut self) -> &mut T {
+        self.value.get_mut()
+    }
+
+    fn unlock(&self) {
+        if self.state.value().swap(UNLOCKED, Ordering::Release) == CONTENDED {
+            self.state.wake_one();
+        }
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.try_lock() {
+            Some(g) => f.debug_struct("Mutex").field("value", &&*g).finish(),
+            None => f.debug_struct("Mutex").field("value", &"<locked>").finish(),
+        }
+    }
+}
+
+impl<T: ?Sized> Deref for MutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard proves we hold the lock.
+        unsafe { &*self.mutex.value.get() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard proves we hold the lock, and `&mut self` that
+        // this is the only access through it.
+        unsafe { &mut *self.mutex.value.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for MutexGuard<'_, T> {
+    fn drop(&mut self) {
+        self.mutex.unlock();
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+/// A condition variable for [`Mutex`]; see the module docs.
+#[derive(Debug, Default)]
+pub struct Condvar {
+    seq: Butex,
+}
+
+impl Condvar {
+    /// A condition variable with no waiters.
+    pub const fn new() -> Self {
+        Condvar { seq: Butex::new(0) }
+    }
+
+    /// Unlocks `guard`'s mutex, waits for a notification, and locks again.
+    /// May wake spuriously: wait in a loop, or use [`wait_while`](Self::wait_while).
+    /// On error (`DeadlineExceeded` from an enclosing scope) the mutex is
+    /// left unlocked.
+    pub fn wait<'a, T: ?Sized>(
+        &self,
+        guard: MutexGuard<'a, T>,
+    ) -> Result<MutexGuard<'a, T>, WaitError> {
+        self.wait_inner(guard, None)
+    }
+
+    /// Like [`wait`](Self::wait), giving up with `TimedOut` at `deadline`.
+    pub fn wait_until<'a, T: ?Sized>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        deadline: Instant,
+    ) -> Result<MutexGuard<'a, T>, WaitError> {
+        self.wait_inner(guard, Some(deadline))
+    }
+
+    /// Waits while `condition` holds, re-checking it after every wake-up.
+    pub fn wait_while<'a, T: ?Sized, F>(
+        &self,
+        mut guard: MutexGuard<'a, T>,
+        mut condition: F,
+    ) -> Result<MutexGuard<'a, T>, WaitError>
+    where
+        F: FnMut(&mut T) -> bool,
+    {
+        while condition(&mut *guard) {
+            guard = self.wait(guard)?;
+        }
+        Ok(guard)
+    }
+
+    fn wait_inner<'a, T: ?Sized>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        deadline: Option<Instant>,
+    ) -> Result<MutexGuard<'a, T>, WaitError> {
+        let mutex = guard.mutex;
+        // Read the sequence while holding the lock: a notify after we unlock
+        // moves it, and our wait then returns at once.
+        let seq = self.seq.value().load(Ordering::Acquire);
+        drop(guard);
+        match butex::wait(&self.seq, seq, deadline, false) {
+            Ok(()) | Err(WaitError::WouldBlock) => {}
+            Err(e) => return Err(e),
+        }
+        // Waiters woken together race for the lock; the losers mark it
+        // CONTENDED, so each unlock wakes the next of them.
+        mutex.lock()
+    }
+
+    /// Wakes the longest-waiting task or thread, if any.
+    pub fn notify_one(&self) {
+        self.seq.value().fetch_add(1, Ordering::Release);
+        self.seq.wake_one();
+    }
+
+    /// Wakes every waiter.
+    pub fn notify_all(&self) {
+        self.seq.value().fetch_add(1, Ordering::Release);
+        self.seq.wake_all();
+    }
+}
+
+/// Waits for a count of events to reach zero (bthread's `CountdownEvent`).
+#[derive(Debug)]
+pub struct CountdownEvent {
+    count: Butex,
+}
+
+impl Default for CountdownEvent {
+    /// A count of 1.
+    fn default() -> Self {
+        CountdownEvent::new(1)
+    }
+}
+
+impl CountdownEvent {
+    /// An event that is set once `signal` has been called `n` times.
+    pub fn new(n: u32) -> Self {
+        CountdownEvent {
+            count: Butex::new(n),
+        }
+    }
+
+    /// The count still to go.
+    pub fn count(&self) -> u32 {
+        self.count.value().load(Ordering::Acquire)
+    }
+
+    /// Counts `k` events down (not below zero); wakes the waiters when the
+    /// count reaches zero.
+    pub fn signal(&self, k: u32) {
+        let c = self.count.value();
+        let mut cur = c.load(Ordering::Relaxed);
+        loop {
+            let next = cur.saturating_sub(k);
+            match c.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => {
+                    if next == 0 && cur != 0 {
+                        self.count.wake_all();
+                    }
+                    return;
+                }
+                Err(v) => cur = v,
+            }
+        }
+    }
+
+    /// Adds `k` events to wait for.
+    pub fn add_count(&self, k: u32) {
+        self.count.value().fetch_add(k, Ordering::AcqRel);
+    }
+
+    /// Waits until the count is zero.
+    pub fn wait(&self) -> Result<(), WaitError> {
+        self.wait_inner(None)
+    }
+
+    /// Waits until the count is zero, giving up with `TimedOut` at `deadline`.
+    pub fn wait_until(&self, deadline: Instant) -> Result<(), WaitError> {
+        self.wait_inner(Some(deadline))
+    }
+
+    fn wait_inner(&self, deadline: Option<Instant>) -> Result<(), WaitError> {
+        loop {
+            let cur = self.count.value().load(Ordering::Acquire);
+            if cur == 0 {
+                return Ok(());
+            }
+            match butex::wait(&self.count, cur, deadline, false) {
+                Ok(()) | Err(WaitError::WouldBlock) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Butex: the wait primitive, from tasks and plain threads.
+
+use spindle::{Butex, Runtime, WaitError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn rt(workers: usize) -> Runtime {
+    Runtime::builder().workers(workers).build().unwrap()
+}
+
+#[test]
+fn a_past_deadline_times_out_from_a_task_and_a_thread() {
+    let b = Arc::new(Butex::new(0));
+    let past = Instant::now() - Duration::from_millis(1);
+    assert_eq!(b.wait(0, Some(past)), Err(WaitError::TimedOut));
+    let rt = rt(1);
+    let b2 = b.clone();
+    assert_eq!(
+        rt.block_on(move || b2.wait(0, Some(past))),
+        Err(WaitError::TimedOut)
+    );
+}
+
+#[test]
+fn a_value_mismatch_is_would_block() {
+    let b = Arc::new(Butex::new(3));
+    assert_eq!(b.wait(2, None), Err(WaitError::WouldBlock));
+    let rt = rt(1);
+    let b2 = b.clone();
+    assert_eq!(
+        rt.block_on(move || b2.wait(2, None)),
+        Err(WaitError::WouldBlock)
+    );
+}
+
+#[test]
+fn a_timed_wait_times_out_from_a_task_and_a_thread() {
+    let rt = rt(1);
+    let b = Arc::new(Butex::new(0));
+    let t = Instant::now();
+    let d = Some(Instant::now() + Duration::from_millis(20));
+    assert_eq!(b.wait(0, d), Err(WaitError::TimedOut));
+    let b2 = b.clone();
+    assert_eq!(
+        rt.block_on(move || b2.wait(0, Some(Instant::now() + Duration::from_millis(20)))),
+        Err(WaitError::TimedOut)
+    );
+    assert!(t.elapsed() >= Duration::from_millis(40));
+}
+
+#[test]
+fn wake_one_is_fifo() {
+    let rt = rt(1);
+    let b = Arc::new(Butex::new(0));
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let hs: Vec<_> = (0..5)
+        .map(|i| {
+            let (b, order) = (b.clone(), order.clone());
+            rt.spawn(move || {
+                b.wait(0, None).unwrap();
+                order.lock().unwrap().push(i);
+            })
+        })
+        .collect();
+    // Let them all queue up, in spawn order, on the single worker.
+    while rt.stats().switches < 5 {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    for _ in 0..5 {
+        while b.wake_one() == 0 {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3, 4]);
+}
+
+/// bthread: 20 waiters (10 tasks, 10 threads), half with 1 s deadlines:
+/// each times out or is woken exactly once, and a timed-out waiter leaves
+/// the queue (a later wake goes to somebody still waiting).
+#[test]
+fn mixed_waiters_time_out_or_wake_exactly_once() {
+    let rt = rt(2);
+    let b = Arc::new(Butex::new(0));
+    let (woken, timed_out) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let waiter = |i: usize| {
+        let (b, woken, timed_out) = (b.clone(), woken.clone(), timed_out.clone());
+        move || {
+            let deadline = (i % 2 == 0).then(|| Instant::now() + Duration::from_secs(1));
+            match b.wait(0, deadline) {
+                Ok(()) => woken.fetch_add(1, Ordering::SeqCst),
+                Err(WaitError::TimedOut) => timed_out.fetch_add(1, Ordering::SeqCst),
+                Err(e) => panic!("unexpected {e:?}"),
+            };
+        }
+    };
+    let tasks: Vec<_> = (0..10).map(|i| rt.spawn(waiter(i))).collect();
+    let threads: Vec<_> = (0..10).map(|i| std::thread::spawn(waiter(i))).collect();
+    // After the timed waiters have left, wake the others one by one.
+    while timed_out.load(Ordering::SeqCst) < 10 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut wakes = 0;
+    let t = Instant::now();
+    while woken.load(Ordering::SeqCst) < 10 {
+        wakes += b.wake_one();
+        assert!(t.elapsed() < Duration::from_secs(30), "a waiter was lost");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for h in tasks {
+        h.join().unwrap();
+    }
+    for h in threads {
+        h.join().unwrap();
+    }
+    assert_eq!(wakes, 10, "each wake went to a live waiter");
+    assert_eq!(timed_out.load(Ordering::SeqCst), 10);
+    assert_eq!(b.wake_all(), 0, "the queue is empty");
+}
+
+#[test]
+fn a_waiter_is_interrupted_and_stopped_promptly() {
+    let rt = rt(2);
+    let b = Arc::new(Butex::new(0));
+    let b2 = b.clone();
+    let h = rt.spawn(move || {
+        let first = b2.wait(0, None);
+        let second = b2.wait(0, None);
+        (first, second)
+    });
+    std::thread::sleep(Duration::from_millis(10));
+    spindle::interrupt(h.id()).unwrap();
+    std::thread::sleep(Duration::from_millis(10));
+    spindle::stop(h.id()).unwrap();
+    assert_eq!(
+        h.join().unwrap(),
+        (Err(WaitError::Interrupted), Err(WaitError::Stopped))
+    );
+}
+
+/// Wake and timeout racing: every wait has exactly one outcome, and a
+/// cancelled timer never ends a later wait (no false TimedOut).
+#[test]
+fn a_reused_butex_never_sees_a_false_timeout() {
+    let rt = rt(2);
+    const ROUNDS: u32 = 200_000;
+    let b = Arc::new(Butex::new(0));
+    let b2 = b.clone();
+    // The waiter waits for each value in turn with a generous deadline; the
+    // waker publishes the next value and wakes. Any TimedOut is false.
+    let waiter = rt.spawn(move || {
+        let mut false_timeouts = 0;
+        for v in 0..ROUNDS {
+            loop {
+                let cur = b2.value().load(Ordering::Acquire);
+                if cur > v {
+                    break;
+                }
+                match b2.wait(cur, Some(Instant::now() + Duration::from_secs(10))) {
+                    Ok(()) | Err(WaitError::WouldBlock) => {}
+                    Err(WaitError::TimedOut) => false_timeouts += 1,
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+        }
+        false_timeouts
+    });
+    let b3 = b.clone();
+    let waker = rt.spawn(move || {
+        for v in 1..=ROUNDS {
+            b3.value().store(v, Ordering::Release);
+            b3.wake_one();
+            if v % 64 == 0 {
+                spindle::yield_now();
+            }
+        }
+    });
+    waker.join().unwrap();
+    assert_eq!(waiter.join().unwrap(), 0);
+}

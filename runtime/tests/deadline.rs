@@ -1,0 +1,107 @@
+//! Deadline scopes: one deadline around a whole call.
+
+use spindle::sync::{Condvar, CountdownEvent, Mutex};
+use spindle::{Butex, JoinError, Runtime, SleepError, WaitError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn rt(workers: usize) -> Runtime {
+    Runtime::builder().workers(workers).build().unwrap()
+}
+
+fn soon(ms: u64) -> Instant {
+    Instant::now() + Duration::from_millis(ms)
+}
+
+#[test]
+fn every_blocking_call_inside_a_scope_fails_after_its_deadline() {
+    let rt = rt(2);
+    rt.block_on(|| {
+        spindle::with_deadline(soon(20), || {
+            assert_eq!(
+                spindle::sleep(Duration::from_secs(10)),
+                Err(SleepError::DeadlineExceeded)
+            );
+            // The deadline has passed: everything else fails at once.
+            let b = Butex::new(0);
+            assert_eq!(b.wait(0, None), Err(WaitError::DeadlineExceeded));
+            let ev = CountdownEvent::new(1);
+            assert_eq!(ev.wait(), Err(WaitError::DeadlineExceeded));
+        });
+        // Outside the scope, waits are unbounded again.
+        spindle::sleep(Duration::from_millis(1)).unwrap();
+    });
+}
+
+#[test]
+fn a_call_that_began_before_the_deadline_is_cut_short() {
+    let rt = rt(2);
+    rt.block_on(|| {
+        let m = Arc::new(Mutex::new(()));
+        let m2 = m.clone();
+        let gate = Arc::new(CountdownEvent::new(1));
+        let g2 = gate.clone();
+        let holder = spindle::spawn(move || {
+            let _g = m2.lock().unwrap();
+            g2.signal(1);
+            spindle::sleep(Duration::from_millis(300)).unwrap();
+        });
+        gate.wait().unwrap();
+        let t = Instant::now();
+        let r = spindle::with_deadline(soon(20), || m.lock().map(|_| ()));
+        assert_eq!(r, Err(WaitError::DeadlineExceeded));
+        assert!(t.elapsed() < Duration::from_millis(250));
+        let slow = spindle::spawn(|| spindle::sleep(Duration::from_millis(300)));
+        let r = spindle::with_deadline(soon(10), || slow.join());
+        assert!(matches!(r, Err(JoinError::DeadlineExceeded)));
+        let cv = Condvar::new();
+        let m3 = Mutex::new(());
+        let r = spindle::with_deadline(soon(10), || cv.wait(m3.lock().unwrap()).map(|_| ()));
+        assert_eq!(r, Err(WaitError::DeadlineExceeded));
+        holder.join().unwrap();
+    });
+}
+
+#[test]
+fn scopes_nest_and_the_earliest_wins() {
+    let rt = rt(1);
+    rt.block_on(|| {
+        let t = Instant::now();
+        let r = spindle::with_deadline(soon(2_000), || {
+            spindle::with_deadline(soon(20), || spindle::sleep(Duration::from_secs(10)))
+        });
+        assert_eq!(r, Err(SleepError::DeadlineExceeded));
+        assert!(t.elapsed() < Duration::from_millis(1_500));
+        // An inner, later deadline does not extend the outer one.
+        let r = spindle::with_deadline(soon(20), || {
+            spindle::with_deadline(soon(5_000), || spindle::sleep(Duration::from_secs(10)))
+        });
+        assert_eq!(r, Err(SleepError::DeadlineExceeded));
+        // A wait's own earlier deadline is a plain timeout.
+        let b = Butex::new(0);
+        let r = spindle::with_deadline(soon(5_000), || b.wait(0, Some(soon(5))));
+        assert_eq!(r, Err(WaitError::TimedOut));
+    });
+}
+
+#[test]
+fn scopes_work_on_plain_threads_too() {
+    let b = Butex::new(0);
+    let r = spindle::with_deadline(soon(10), || b.wait(0, None));
+    assert_eq!(r, Err(WaitError::DeadlineExceeded));
+    let r = spindle::with_deadline(soon(10), || spindle::sleep(Duration::from_secs(10)));
+    assert_eq!(r, Err(SleepError::DeadlineExceeded));
+    assert_eq!(b.wait(1, None), Err(WaitError::WouldBlock));
+}
+
+#[test]
+fn a_scope_ends_with_its_closure_even_on_panic() {
+    let rt = rt(1);
+    rt.block_on(|| {
+        let r = std::panic::catch_unwind(|| {
+            spindle::with_deadline(Instant::now(), || panic!("inside"));
+        });
+        assert!(r.is_err());
+        spindle::sleep(Duration::from_millis(1)).unwrap();
+    });
+}

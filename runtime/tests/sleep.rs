@@ -1,0 +1,214 @@
+//! Sleep, interrupt and stop (bthread's bthread_unittest sleep/stop tests
+//! among them). Time tolerances are wide: these assert what happens and in
+//! what order, never how fast.
+
+use spindle::{Runtime, SleepError};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn rt(workers: usize) -> Runtime {
+    Runtime::builder().workers(workers).build().unwrap()
+}
+
+#[test]
+fn sleep_in_a_task_sleeps_and_lets_others_run() {
+    let rt = rt(1);
+    rt.block_on(|| {
+        let t = Instant::now();
+        let sleeper = spindle::spawn(|| spindle::sleep(Duration::from_millis(30)));
+        // The only worker is free while the other task sleeps.
+        let other = spindle::spawn(|| 7);
+        assert_eq!(other.join().unwrap(), 7);
+        assert!(!sleeper.is_finished(), "the sleeper woke early");
+        assert_eq!(sleeper.join().unwrap(), Ok(()));
+        assert!(t.elapsed() >= Duration::from_millis(30));
+    });
+}
+
+#[test]
+fn sleep_on_a_plain_thread_is_an_os_sleep() {
+    let t = Instant::now();
+    spindle::sleep(Duration::from_millis(5)).unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(5));
+    spindle::usleep(100).unwrap();
+}
+
+#[test]
+fn zero_and_past_deadlines_yield_and_return() {
+    let rt = rt(1);
+    rt.block_on(|| {
+        spindle::sleep(Duration::ZERO).unwrap();
+        spindle::sleep_until(Instant::now() - Duration::from_millis(1)).unwrap();
+        spindle::usleep(0).unwrap();
+    });
+}
+
+#[test]
+fn sleeps_wake_in_deadline_order() {
+    let rt = rt(2);
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let hs: Vec<_> = [40u64, 10, 30, 20]
+        .into_iter()
+        .map(|ms| {
+            let order = order.clone();
+            rt.spawn(move || {
+                spindle::sleep(Duration::from_millis(ms * 5)).unwrap();
+                order.lock().unwrap().push(ms);
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [10, 20, 30, 40]);
+}
+
+#[test]
+fn a_sleep_of_duration_max_is_forever_and_interruptible() {
+    let rt = rt(1);
+    let h = rt.spawn(|| spindle::sleep(Duration::MAX));
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(!h.is_finished());
+    spindle::interrupt(h.id()).unwrap();
+    assert_eq!(h.join().unwrap(), Err(SleepError::Interrupted));
+    // A deadline beyond the clock's range, likewise.
+    let h = rt.spawn(|| {
+        let far = Instant::now() + Duration::from_secs(u64::MAX / 4);
+        spindle::sleep_until(far)
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    spindle::stop(h.id()).unwrap();
+    assert_eq!(h.join().unwrap(), Err(SleepError::Stopped));
+}
+
+/// bthread: a task sleeping 1 s is stopped after 10 ms and ends promptly.
+#[test]
+fn a_long_sleep_is_stopped_promptly() {
+    let rt = rt(2);
+    let t = Instant::now();
+    let h = rt.spawn(|| {
+        let r = spindle::sleep(Duration::from_secs(1));
+        (r, spindle::is_stopped())
+    });
+    std::thread::sleep(Duration::from_millis(10));
+    spindle::stop(h.id()).unwrap();
+    assert_eq!(h.join().unwrap(), (Err(SleepError::Stopped), true));
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(10));
+    assert!(
+        took < Duration::from_millis(900),
+        "stop did not end the sleep: {took:?}"
+    );
+}
+
+/// Every sleep of a stopped task fails at once, every time.
+#[test]
+fn a_stopped_task_cannot_sleep_again() {
+    let rt = rt(1);
+    let h = rt.spawn(|| {
+        let me = spindle::current().unwrap();
+        spindle::stop(me).unwrap();
+        let t = Instant::now();
+        let rs: Vec<_> = (0..3)
+            .map(|_| spindle::sleep(Duration::from_secs(10)))
+            .collect();
+        (rs, t.elapsed())
+    });
+    let (rs, took) = h.join().unwrap();
+    assert_eq!(rs, vec![Err(SleepError::Stopped); 3]);
+    assert!(took < Duration::from_secs(5));
+}
+
+/// stop racing a task that is just entering its sleep never lets it sleep
+/// the full time (brpc #721).
+#[test]
+fn stop_racing_the_start_of_a_sleep_is_never_lost() {
+    let rt = rt(2);
+    let t = Instant::now();
+    for i in 0..2000u32 {
+        let h = rt.spawn(move || {
+            // Vary where the stop lands: before, during or after entry.
+            for _ in 0..(i % 7) {
+                std::hint::spin_loop();
+            }
+            spindle::sleep(Duration::from_secs(30))
+        });
+        if i % 3 == 0 {
+            std::thread::yield_now();
+        }
+        spindle::stop(h.id()).unwrap();
+        assert_eq!(h.join().unwrap(), Err(SleepError::Stopped));
+    }
+    assert!(t.elapsed() < Duration::from_secs(25), "a stop was lost");
+}
+
+#[test]
+fn stop_before_the_first_run_fails_the_first_sleep_at_once() {
+    let rt = rt(1);
+    let gate = Arc::new(spindle::Butex::new(0));
+    let g = gate.clone();
+    // Keep the only worker busy so the next task cannot start.
+    let busy = rt.spawn(move || {
+        while g.value().load(Ordering::Acquire) == 0 {
+            let _ = g.wait(0, None);
+        }
+    });
+    let h = rt.spawn(|| {
+        let t = Instant::now();
+        (spindle::sleep(Duration::from_secs(10)), t.elapsed())
+    });
+    spindle::stop(h.id()).unwrap();
+    gate.value().store(1, Ordering::Release);
+    gate.wake_all();
+    busy.join().unwrap();
+    let (r, took) = h.join().unwrap();
+    assert_eq!(r, Err(SleepError::Stopped));
+    assert!(took < Duration::from_secs(5));
+}
+
+#[test]
+fn an_interrupt_while_running_ends_the_next_wait_only() {
+    let rt = rt(1);
+    let h = rt.spawn(|| {
+        let me = spindle::current().unwrap();
+        spindle::interrupt(me).unwrap();
+        let first = spindle::sleep(Duration::from_secs(10));
+        let t = Instant::now();
+        let second = spindle::sleep(Duration::from_millis(20));
+        (first, second, t.elapsed())
+    });
+    let (first, second, took) = h.join().unwrap();
+    assert_eq!(first, Err(SleepError::Interrupted));
+    assert_eq!(second, Ok(()), "an interrupt is delivered once");
+    assert!(took >= Duration::from_millis(20));
+}
+
+#[test]
+fn finished_or_unknown_ids_are_no_such_task() {
+    let rt = rt(1);
+    let h = rt.spawn(|| ());
+    let id = h.id();
+    h.join().unwrap();
+    assert_eq!(spindle::interrupt(id), Err(spindle::NoSuchTask));
+    assert_eq!(spindle::stop(id), Err(spindle::NoSuchTask));
+    let forged = spindle::TaskId::from_u64(0xdead_beef_0000_0001);
+    assert_eq!(spindle::interrupt(forged), Err(spindle::NoSuchTask));
+}
+
+#[test]
+fn join_survives_interrupts_of_the_joiner() {
+    let rt = rt(2);
+    let joiner = rt.spawn(|| {
+        let child = spindle::spawn(|| {
+            spindle::sleep(Duration::from_millis(50)).unwrap();
+            5
+        });
+        child.join().unwrap()
+    });
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(2));
+        let _ = spindle::interrupt(joiner.id());
+    }
+    assert_eq!(joiner.join().unwrap(), 5);
+}
