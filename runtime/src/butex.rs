@@ -35,43 +35,7 @@
 use crate::error::WaitError;
 use crate::group::{self, Suspend, TaskGroup};
 use crate::meta::TaskRef;
-use tmp_timer::{TimerId, TimerThread, Unschedule};
-// TEMP-STUB-BEGIN
-mod tmp_timer {
-    use std::time::Instant;
-    #[derive(Debug, Clone, Copy)]
-    pub struct TimerId;
-    #[derive(Debug, PartialEq, Eq)]
-    pub enum Unschedule {
-        Removed,
-        Running,
-        NotFound,
-    }
-    pub struct TimerThread;
-    impl TimerThread {
-        pub fn global() -> &'static TimerThread {
-            &TimerThread
-        }
-        pub fn schedule<F: FnOnce() + Send + 'static>(
-            &self,
-            d: Instant,
-            f: F,
-        ) -> Result<TimerId, ()> {
-            std::thread::spawn(move || {
-                let n = Instant::now();
-                if d > n {
-                    std::thread::sleep(d - n)
-                };
-                f()
-            });
-            Ok(TimerId)
-        }
-        pub fn unschedule(&self, _: TimerId) -> Unschedule {
-            Unschedule::Running
-        }
-    }
-}
-// TEMP-STUB-END
+use spindle_timer::{TimerId, TimerThread, Unschedule};
 use std::cell::{Cell, UnsafeCell};
 use std::fmt;
 use std::ptr;
