@@ -150,7 +150,8 @@ impl Runtime {
     }
 
     /// Runs `f` as a task of this runtime and blocks this OS thread until it
-    /// returns; re-raises its panic. `f` may borrow from the caller.
+    /// returns; re-raises its panic. `f` may borrow from the caller, and runs
+    /// under the caller's `with_deadline` scope, if any.
     pub fn block_on<F, T>(&self, f: F) -> T
     where
         F: FnOnce() -> T + Send,
@@ -158,9 +159,15 @@ impl Runtime {
     {
         let mut out: Option<std::thread::Result<T>> = None;
         let slot = SendPtr(&mut out);
+        // `f` runs on the caller's behalf: it inherits the caller's deadline
+        // scope (block_on itself then waits for it to end, deadline or not).
+        let scope = crate::time::scope_deadline();
         let body = move |t: crate::meta::TaskRef, y: &crate::meta::TaskYielder| {
-            // SAFETY: the task owns its yielder field while it runs.
-            unsafe { *t.yielder.get() = y };
+            // SAFETY: the task owns its yielder and deadline fields while it runs.
+            unsafe {
+                *t.yielder.get() = y;
+                *t.deadline.get() = scope;
+            }
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
             let slot = slot;
             // SAFETY: `out` outlives the task: block_on waits below for the
@@ -175,14 +182,11 @@ impl Runtime {
             .unwrap_or_else(|e| panic!("Runtime::block_on failed to spawn: {e}"));
         task::start(&self.shared, t, false);
         let handle: JoinHandle<()> = JoinHandle::from_prepared(t);
-        loop {
-            match t.join.value().load(Ordering::Acquire) {
-                task::RUNNING => {
-                    let _ = crate::butex::wait(&t.join, task::RUNNING, None, false);
-                }
-                _ => break,
+        crate::time::without_scope(|| {
+            while t.join.value().load(Ordering::Acquire) == task::RUNNING {
+                let _ = crate::butex::wait(&t.join, task::RUNNING, None, false);
             }
-        }
+        });
         drop(handle);
         match out {
             Some(Ok(v)) => v,

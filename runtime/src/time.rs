@@ -58,6 +58,20 @@ pub fn with_deadline<R>(deadline: Instant, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Runs `f` outside every deadline scope (for waits that must not be cut
+/// short, such as `block_on`'s).
+pub(crate) fn without_scope<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Instant>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            set_scope_deadline(self.0);
+        }
+    }
+    let _restore = Restore(scope_deadline());
+    set_scope_deadline(None);
+    f()
+}
+
 /// Sleeps for `d`; see [`sleep_until`]. `Duration::ZERO` yields.
 pub fn sleep(d: Duration) -> Result<(), SleepError> {
     match Instant::now().checked_add(d) {

@@ -105,3 +105,24 @@ fn a_scope_ends_with_its_closure_even_on_panic() {
         spindle::sleep(Duration::from_millis(1)).unwrap();
     });
 }
+
+#[test]
+fn block_on_carries_the_callers_scope_into_its_task() {
+    let rt = rt(1);
+    let t = Instant::now();
+    let r = spindle::with_deadline(soon(20), || {
+        rt.block_on(|| {
+            let first = spindle::sleep(Duration::from_secs(10));
+            // block_on returns only when the task ends, deadline or not.
+            (first, spindle::sleep(Duration::from_millis(30)))
+        })
+    });
+    assert_eq!(
+        r,
+        (
+            Err(SleepError::DeadlineExceeded),
+            Err(SleepError::DeadlineExceeded)
+        )
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
