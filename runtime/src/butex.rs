@@ -39,9 +39,10 @@ use spindle_timer::{TimerId, TimerThread, Unschedule};
 use std::cell::{Cell, UnsafeCell};
 use std::fmt;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard};
-use std::thread::Thread;
+// From loom under `--cfg loom`, so that `tests::loom_*` check this code.
+use spindle_parking::loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use spindle_parking::loom::sync::{Mutex, MutexGuard};
+use spindle_parking::loom::thread::{self as os_thread, Thread};
 use std::time::Instant;
 
 // Outcomes of a wait, stored in `WaitNode::outcome`.
@@ -110,6 +111,11 @@ struct WaitList {
 unsafe impl Send for WaitList {}
 
 impl WaitList {
+    const EMPTY: WaitList = WaitList {
+        head: ptr::null(),
+        tail: ptr::null(),
+    };
+
     /// # Safety
     /// Under the butex lock; `n` is alive and not linked.
     unsafe fn push_back(&mut self, n: &WaitNode) {
@@ -204,13 +210,20 @@ fn shared_of(t: TaskRef) -> &'static crate::control::Shared {
 
 impl Butex {
     /// A butex holding `value`, with no waiters.
+    #[cfg(not(loom))]
     pub const fn new(value: u32) -> Self {
         Butex {
             value: AtomicU32::new(value),
-            waiters: Mutex::new(WaitList {
-                head: ptr::null(),
-                tail: ptr::null(),
-            }),
+            waiters: Mutex::new(WaitList::EMPTY),
+        }
+    }
+
+    /// A butex holding `value`, with no waiters (loom's types are not const).
+    #[cfg(loom)]
+    pub fn new(value: u32) -> Self {
+        Butex {
+            value: AtomicU32::new(value),
+            waiters: Mutex::new(WaitList::EMPTY),
         }
     }
 
@@ -334,7 +347,7 @@ pub(crate) fn wait(
         expected,
         waiter: match task {
             Some(t) => Waiter::Task(t),
-            None => Waiter::Thread(std::thread::current()),
+            None => Waiter::Thread(os_thread::current()),
         },
         interruptible: interruptible && task.is_some(),
         deadline,
@@ -367,7 +380,7 @@ fn wait_task(t: TaskRef, node: &WaitNode) -> u32 {
     // SAFETY: written by our worker in `block` before we could resume; we
     // run on the same thread.
     if let Some(id) = unsafe { *node.timer.get() } {
-        if TimerThread::global().unschedule(id) == Unschedule::Running {
+        if timer().unschedule(id) == Unschedule::Running {
             // The callback holds a pointer to `node`: let it finish.
             while !node.timer_done.load(Ordering::Acquire) {
                 std::hint::spin_loop();
@@ -393,7 +406,7 @@ fn wait_thread(butex: &Butex, node: &WaitNode) -> u32 {
             return o;
         }
         match node.deadline {
-            None => std::thread::park(),
+            None => os_thread::park(),
             Some(d) => {
                 let now = Instant::now();
                 if now >= d {
@@ -405,10 +418,34 @@ fn wait_thread(butex: &Butex, node: &WaitNode) -> u32 {
                     // Somebody won the race under the lock: take their outcome.
                     continue;
                 }
-                std::thread::park_timeout(d - now);
+                park_timeout(d - now);
             }
         }
     }
+}
+
+/// The timer thread that wakes timed waits.
+#[cfg(not(loom))]
+fn timer() -> &'static TimerThread {
+    TimerThread::global()
+}
+
+/// Under loom there is no global timer thread; the models of this module
+/// drive `on_timeout` themselves.
+#[cfg(loom)]
+fn timer() -> &'static TimerThread {
+    unreachable!("the loom models arm no real timers")
+}
+
+#[cfg(not(loom))]
+fn park_timeout(d: std::time::Duration) {
+    os_thread::park_timeout(d)
+}
+
+/// Loom has no clock: a timed park is a park (models end waits otherwise).
+#[cfg(loom)]
+fn park_timeout(_: std::time::Duration) {
+    os_thread::park()
 }
 
 /// Steps 2-3 of the module docs, run by `t`'s worker after `t` switched out.
@@ -449,7 +486,7 @@ pub(crate) fn block(g: &TaskGroup, t: TaskRef, node: &WaitNode) {
     }
     if let Some(deadline) = node.deadline {
         let node_ptr = NodePtr(node);
-        let armed = TimerThread::global().schedule(deadline, move || {
+        let armed = timer().schedule(deadline, move || {
             let np = node_ptr;
             on_timeout(np.0)
         });
@@ -513,5 +550,231 @@ pub(crate) fn interrupt_locked(st: &mut crate::meta::InterruptState) -> Option<T
             None
         }
         None => None,
+    }
+}
+
+/// Loom models of the waiter protocol: the real `wake_one`, `on_timeout`
+/// and `interrupt_locked` race over one wait whose waiter is a plain thread
+/// handle (a task's worker-side steps are the same code under the same
+/// lock). The timer is modelled by the version CAS of spindle-timer: the
+/// timer thread moves ARMED to RUNNING before calling back; the waiter's
+/// cancel moves ARMED to CANCELLED, and on seeing RUNNING waits for
+/// `timer_done`, as `wait_task` does.
+#[cfg(all(test, loom))]
+mod tests {
+    use super::*;
+    use crate::meta::InterruptState;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    const ARMED: u32 = 0;
+    const RUNNING: u32 = 1;
+    const CANCELLED: u32 = 2;
+
+    /// One wait's node and its timer's state, shared with the racers.
+    struct Model {
+        butex: Arc<Butex>,
+        node: WaitNode,
+        timer: AtomicU32,
+    }
+    // SAFETY (test only): the node's cells are touched under the butex lock,
+    // and the node outlives every racer (the model joins them first).
+    unsafe impl Send for Model {}
+    // SAFETY (test only): as above.
+    unsafe impl Sync for Model {}
+
+    fn model(butex: &Arc<Butex>, waiter: Thread) -> Arc<Model> {
+        Arc::new(Model {
+            butex: butex.clone(),
+            node: WaitNode {
+                prev: Cell::new(ptr::null()),
+                next: Cell::new(ptr::null()),
+                linked: Cell::new(false),
+                butex: &**butex,
+                expected: 0,
+                waiter: Waiter::Thread(waiter),
+                interruptible: true,
+                deadline: None,
+                outcome: AtomicU32::new(WAITING),
+                timer: UnsafeCell::new(None),
+                timer_done: AtomicBool::new(false),
+            },
+            timer: AtomicU32::new(ARMED),
+        })
+    }
+
+    /// Links the node, as `block` does before the racers can see it (the
+    /// timer is armed after this; wakes and interrupts before it are caught
+    /// by the value check and the pending-interrupt check).
+    fn link(m: &Model) {
+        let mut list = m.butex.lock();
+        // SAFETY: under the lock; the node lives in `m`.
+        unsafe { list.push_back(&m.node) };
+    }
+
+    /// The waiter sleeps until somebody ends the wait, then cancels its
+    /// timer or waits for the running callback, as `wait_task` does.
+    fn wait(m: &Model) -> u32 {
+        let outcome = loop {
+            match m.node.outcome.load(Ordering::Acquire) {
+                WAITING => thread::park(),
+                o => break o,
+            }
+        };
+        // Unschedule: Removed (ARMED -> CANCELLED), Running (wait for the
+        // callback to let go of the node), or nothing armed.
+        if m.timer
+            .compare_exchange(ARMED, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+            == Err(RUNNING)
+        {
+            while !m.node.timer_done.load(Ordering::Acquire) {
+                thread::yield_now();
+            }
+        }
+        outcome
+    }
+
+    fn fire_timer(m: &Model) {
+        if m.timer
+            .compare_exchange(ARMED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            on_timeout(&m.node);
+        }
+    }
+
+    fn loom_model<F: Fn() + Sync + Send + 'static>(f: F) {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(f);
+    }
+
+    /// Waker, timer and interrupter race: exactly one of them ends the wait,
+    /// the others see it ended, and the list is left empty.
+    #[test]
+    fn loom_wake_timeout_interrupt_have_one_winner() {
+        loom_model(|| {
+            let butex = Arc::new(Butex::new(0));
+            let m = model(&butex, thread::current());
+            link(&m);
+            let waker = {
+                let b = butex.clone();
+                thread::spawn(move || b.wake_one())
+            };
+            let timer = {
+                let m = m.clone();
+                thread::spawn(move || fire_timer(&m))
+            };
+            let interrupter = {
+                let m = m.clone();
+                thread::spawn(move || {
+                    let mut st = InterruptState {
+                        pending: false,
+                        waiting: &m.node,
+                    };
+                    assert!(
+                        interrupt_locked(&mut st).is_none(),
+                        "a thread waiter is unparked, not queued"
+                    );
+                    st.pending
+                })
+            };
+            let outcome = wait(&m);
+            let woke = waker.join().unwrap();
+            timer.join().unwrap();
+            let interrupt_pending = interrupter.join().unwrap();
+            assert_eq!(woke == 1, outcome == WOKEN, "wake_one counted iff it won");
+            assert_eq!(
+                !interrupt_pending,
+                outcome == INTERRUPTED,
+                "an interrupt that lost is remembered"
+            );
+            assert!(matches!(outcome, WOKEN | TIMED_OUT | INTERRUPTED));
+            assert!(butex.lock().front().is_none(), "the node left the list");
+        });
+    }
+
+    /// A stale timer never ends a later wait: the first wait's timer fires
+    /// late, after a wake ended that wait; the waiter reuses the node's
+    /// memory for a second wait only after the callback is done with it, so
+    /// the second wait is ended by its own wake, never by a TimedOut.
+    #[test]
+    fn loom_a_cancelled_timer_never_ends_a_later_wait() {
+        loom_model(|| {
+            let butex = Arc::new(Butex::new(0));
+            let m = model(&butex, thread::current());
+            let waker = |b: &Arc<Butex>| {
+                let b = b.clone();
+                thread::spawn(move || b.wake_one())
+            };
+            link(&m);
+            let timer = {
+                let m = m.clone();
+                thread::spawn(move || fire_timer(&m))
+            };
+            let first_waker = waker(&butex);
+            let first = wait(&m);
+            assert!(matches!(first, WOKEN | TIMED_OUT));
+            // Reuse the node's memory for a second wait with no timer of its
+            // own, as a task's next wait reuses its stack.
+            m.node.outcome.store(WAITING, Ordering::Release);
+            m.node.timer_done.store(false, Ordering::Release);
+            m.timer.store(CANCELLED, Ordering::Release);
+            link(&m);
+            let second_waker = waker(&butex);
+            let second = wait(&m);
+            assert_eq!(second, WOKEN, "a stale timer ended a later wait");
+            timer.join().unwrap();
+            let wakes = first_waker.join().unwrap() + second_waker.join().unwrap();
+            assert_eq!(wakes, if first == WOKEN { 2 } else { 1 });
+        });
+    }
+
+    /// An interrupt racing the start of a wait (brpc PR #3551) is never
+    /// lost: the worker links under the task's interrupt lock after checking
+    /// for a pending interrupt, and the interrupter records the interrupt and
+    /// looks for the node under the same lock.
+    #[test]
+    fn loom_an_interrupt_racing_the_start_of_a_wait_is_not_lost() {
+        struct Locked(loom::sync::Mutex<InterruptState>);
+        // SAFETY (test only): the raw node pointer inside is only followed
+        // under the lock, while the node is alive.
+        unsafe impl Send for Locked {}
+        // SAFETY (test only): as above.
+        unsafe impl Sync for Locked {}
+        loom_model(|| {
+            let butex = Arc::new(Butex::new(0));
+            let m = model(&butex, thread::current());
+            let st = Arc::new(Locked(loom::sync::Mutex::new(InterruptState {
+                pending: false,
+                waiting: ptr::null(),
+            })));
+            let interrupter = {
+                let st = st.clone();
+                thread::spawn(move || {
+                    let mut st = st.0.lock().unwrap();
+                    interrupt_locked(&mut st)
+                })
+            };
+            // The worker's step 2 of `block`, for an interruptible wait.
+            let linked = {
+                let mut g = st.0.lock().unwrap();
+                if g.pending {
+                    g.pending = false;
+                    m.node.outcome.store(INTERRUPTED, Ordering::Relaxed);
+                    false
+                } else {
+                    link(&m);
+                    g.waiting = &m.node;
+                    true
+                }
+            };
+            m.timer.store(CANCELLED, Ordering::Release); // no timer here
+            let outcome = if linked { wait(&m) } else { INTERRUPTED };
+            st.0.lock().unwrap().waiting = ptr::null();
+            assert!(interrupter.join().unwrap().is_none());
+            assert_eq!(outcome, INTERRUPTED, "the interrupt ended this wait");
+            assert!(!st.0.lock().unwrap().pending, "and was consumed once");
+        });
     }
 }

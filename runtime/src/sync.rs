@@ -52,7 +52,17 @@ unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
 
 impl<T> Mutex<T> {
     /// An unlocked mutex holding `value`.
+    #[cfg(not(loom))]
     pub const fn new(value: T) -> Self {
+        Mutex {
+            state: Butex::new(UNLOCKED),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// An unlocked mutex holding `value` (not const under loom).
+    #[cfg(loom)]
+    pub fn new(value: T) -> Self {
         Mutex {
             state: Butex::new(UNLOCKED),
             value: UnsafeCell::new(value),
@@ -160,14 +170,27 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
 }
 
 /// A condition variable for [`Mutex`]; see the module docs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Condvar {
     seq: Butex,
 }
 
+impl Default for Condvar {
+    fn default() -> Self {
+        Condvar::new()
+    }
+}
+
 impl Condvar {
     /// A condition variable with no waiters.
+    #[cfg(not(loom))]
     pub const fn new() -> Self {
+        Condvar { seq: Butex::new(0) }
+    }
+
+    /// A condition variable with no waiters (not const under loom).
+    #[cfg(loom)]
+    pub fn new() -> Self {
         Condvar { seq: Butex::new(0) }
     }
 
