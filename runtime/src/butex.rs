@@ -275,28 +275,29 @@ impl Butex {
 
     /// Wakes every waiter; returns how many were woken.
     pub fn wake_all(&self) -> usize {
-        let mut woken = Vec::new();
+        /// Waiters unlinked per lock hold: wake-ups are delivered after the
+        /// lock is dropped, from a batch on the stack (no allocation).
+        const BATCH: usize = 32;
         let mut n = 0;
-        // Deliver in batches so a large wake-up does not hold the lock long
-        // or allocate more than one small vector.
         loop {
+            let mut batch: [Option<Wake>; BATCH] = std::array::from_fn(|_| None);
+            let mut len = 0;
             {
                 let mut list = self.lock();
-                while woken.len() < 64 {
+                while len < BATCH {
                     let Some(node) = list.front() else { break };
                     let node: *const WaitNode = node;
                     // SAFETY: under the lock; `node` is the linked head.
-                    if let Some(w) = unsafe { claim(&mut list, &*node, WOKEN) } {
-                        woken.push(w);
-                    }
+                    batch[len] = unsafe { claim(&mut list, &*node, WOKEN) };
+                    len += 1;
                 }
             }
-            if woken.is_empty() {
-                return n;
-            }
-            n += woken.len();
-            for w in woken.drain(..) {
+            for w in batch.iter_mut().take(len).filter_map(Option::take) {
                 w.deliver();
+            }
+            n += len;
+            if len < BATCH {
+                return n;
             }
         }
     }
