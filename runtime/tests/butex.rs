@@ -144,42 +144,58 @@ fn a_waiter_is_interrupted_and_stopped_promptly() {
 }
 
 /// Wake and timeout racing: every wait has exactly one outcome, and a
-/// cancelled timer never ends a later wait (no false TimedOut).
+/// cancelled timer never ends a later wait (no false TimedOut). A strict
+/// ping-pong: each round, the timed side waits (arming a 10 s timer) until
+/// the other side hands it the turn, so every round is a real timed wait
+/// woken first, on a reused butex.
 #[test]
 fn a_reused_butex_never_sees_a_false_timeout() {
     let rt = rt(2);
-    const ROUNDS: u32 = 200_000;
-    let b = Arc::new(Butex::new(0));
-    let b2 = b.clone();
-    // The waiter waits for each value in turn with a generous deadline; the
-    // waker publishes the next value and wakes. Any TimedOut is false.
-    let waiter = rt.spawn(move || {
+    const ROUNDS: u32 = 2_000_000;
+    let turn = Arc::new(Butex::new(0)); // even: the timed side's turn to wait
+    let waited = Arc::new(AtomicUsize::new(0));
+    let (t2, w2) = (turn.clone(), waited.clone());
+    let timed = rt.spawn(move || {
         let mut false_timeouts = 0;
-        for v in 0..ROUNDS {
+        for r in 0..ROUNDS {
+            let mine = 2 * r + 1;
             loop {
-                let cur = b2.value().load(Ordering::Acquire);
-                if cur > v {
+                let cur = t2.value().load(Ordering::Acquire);
+                if cur == mine {
                     break;
                 }
-                match b2.wait(cur, Some(Instant::now() + Duration::from_secs(10))) {
+                w2.fetch_add(1, Ordering::Relaxed);
+                match t2.wait(cur, Some(Instant::now() + Duration::from_secs(10))) {
                     Ok(()) | Err(WaitError::WouldBlock) => {}
                     Err(WaitError::TimedOut) => false_timeouts += 1,
                     Err(e) => panic!("{e:?}"),
                 }
             }
+            t2.value().store(mine + 1, Ordering::Release);
+            t2.wake_one();
         }
         false_timeouts
     });
-    let b3 = b.clone();
-    let waker = rt.spawn(move || {
-        for v in 1..=ROUNDS {
-            b3.value().store(v, Ordering::Release);
-            b3.wake_one();
-            if v % 64 == 0 {
-                spindle::yield_now();
+    let t3 = turn.clone();
+    let plain = rt.spawn(move || {
+        for r in 0..ROUNDS {
+            loop {
+                let cur = t3.value().load(Ordering::Acquire);
+                if cur == 2 * r {
+                    break;
+                }
+                let _ = t3.wait(cur, None);
             }
+            t3.value().store(2 * r + 1, Ordering::Release);
+            t3.wake_one();
         }
     });
-    waker.join().unwrap();
-    assert_eq!(waiter.join().unwrap(), 0);
+    plain.join().unwrap();
+    assert_eq!(
+        timed.join().unwrap(),
+        0,
+        "a wait was ended by a stale timer"
+    );
+    // Most rounds really waited (and so armed and cancelled a timer).
+    assert!(waited.load(Ordering::Relaxed) > ROUNDS as usize / 2);
 }
