@@ -30,6 +30,7 @@ use crate::butex::{self, WaitNode};
 use crate::control::{GroupShared, GroupStats, Shared};
 use crate::idle::LOTS;
 use crate::meta::{self, TaskRef, NO_HOME};
+use crate::overflow;
 use crate::queue::LocalQueue;
 use corosensei::stack::DefaultStack;
 use corosensei::CoroutineResult;
@@ -149,6 +150,7 @@ impl TaskGroup {
 
     /// The worker loop. Returns when the runtime stops.
     pub(crate) fn run(&self) {
+        overflow::install();
         WORKER.with(|w| w.set(self));
         self.shared.idle.start_searching();
         let mut searching = true;
@@ -286,13 +288,24 @@ impl TaskGroup {
         debug_assert_eq!(t.home(), self.index, "a started task left its worker");
         self.current.set(Some(t));
         // SAFETY: errno is this thread's; the saved value is the task's own.
-        unsafe { *libc::__errno_location() = *t.errno.get() };
+        // The guard and size were written at spawn and are read-only since.
+        unsafe {
+            *libc::__errno_location() = *t.errno.get();
+            let (guard_lo, guard_hi) = *t.guard.get();
+            overflow::set_running(Some(overflow::Running {
+                guard_lo,
+                guard_hi,
+                id: t.id().as_u64(),
+                stack_size: *t.stack_size.get(),
+            }));
+        }
         // SAFETY: the running worker owns the coroutine of the task it runs:
         // the task is in no queue and no wait list while it runs.
         let coro = unsafe { (*t.coro.get()).as_mut() }.expect("a queued task has a coroutine");
         let outcome = coro.resume(());
         // SAFETY: as above.
         unsafe { *t.errno.get() = *libc::__errno_location() };
+        overflow::set_running(None);
         self.current.set(None);
         GroupStats::bump(&self.me().stats.switches);
         match outcome {

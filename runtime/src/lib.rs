@@ -66,6 +66,7 @@ mod error;
 mod group;
 mod idle;
 mod meta;
+mod overflow;
 mod queue;
 mod runtime;
 mod stack;

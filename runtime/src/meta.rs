@@ -162,6 +162,8 @@ pub(crate) struct TaskMeta {
     pub(crate) coro: UnsafeCell<Option<Coro>>,
     pub(crate) yielder: UnsafeCell<*const TaskYielder>,
     pub(crate) stack_size: UnsafeCell<usize>,
+    /// The guard page below the task's stack, `[lo, hi)`, for overflow reports.
+    pub(crate) guard: UnsafeCell<(usize, usize)>,
     pub(crate) name: UnsafeCell<Option<String>>,
     pub(crate) result: UnsafeCell<ResultSlot>,
     /// 0 while the task runs, 1 once its result is stored.
@@ -201,6 +203,7 @@ impl TaskMeta {
             coro: UnsafeCell::new(None),
             yielder: UnsafeCell::new(ptr::null()),
             stack_size: UnsafeCell::new(0),
+            guard: UnsafeCell::new((0, 0)),
             name: UnsafeCell::new(None),
             result: UnsafeCell::new(ResultSlot::empty()),
             join: Butex::new(0),

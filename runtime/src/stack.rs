@@ -116,6 +116,13 @@ impl StackPool {
     }
 }
 
+/// The page size (the size of a stack's guard page).
+pub(crate) fn page_size() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    // SAFETY: sysconf has no preconditions.
+    *PAGE.get_or_init(|| unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize)
+}
+
 /// Checks a requested stack size: `InvalidInput` outside the supported range.
 pub(crate) fn check_size(size: usize) -> io::Result<usize> {
     if size > MAX_STACK_SIZE {

@@ -164,10 +164,14 @@ where
             return Err(e);
         }
     };
+    // corosensei's limit is the bottom of the mapping, whose first page is
+    // the guard page.
+    let limit = corosensei::stack::Stack::limit(&stack).get();
     // SAFETY: the slot is freshly allocated: nobody else sees it yet.
     unsafe {
         *t.shared.get() = shared;
         *t.stack_size.get() = size;
+        *t.guard.get() = (limit, limit + stack::page_size());
         *t.name.get() = name;
         *t.errno.get() = 0;
         *t.deadline.get() = None;

@@ -1,0 +1,173 @@
+//! Naming the task that overflowed its stack.
+//!
+//! Every task stack has a `PROT_NONE` guard page below its limit, so an
+//! overflow faults. Without help the process would die of a bare SIGSEGV (or
+//! Rust's "thread has overflowed its stack", naming the worker, not the
+//! task). Each worker records the guard page of the task it is running in a
+//! thread-local; a SIGSEGV/SIGBUS handler, running on the thread's alternate
+//! signal stack, checks whether the fault address lies in that page. If so
+//! it writes which task overflowed and aborts; otherwise it hands the signal
+//! to the handler that was installed before (std's, or the default action).
+//!
+//! The handler is async-signal-safe: it reads a `const`-initialised
+//! thread-local, formats into a stack buffer, and calls only `write` and
+//! `abort`.
+
+use std::cell::Cell;
+use std::mem::MaybeUninit;
+use std::sync::Once;
+
+/// What the handler needs to know about the running task.
+#[derive(Clone, Copy)]
+pub(crate) struct Running {
+    /// The guard page: `[guard_lo, guard_hi)`.
+    pub(crate) guard_lo: usize,
+    pub(crate) guard_hi: usize,
+    pub(crate) id: u64,
+    pub(crate) stack_size: usize,
+}
+
+thread_local! {
+    static RUNNING: Cell<Option<Running>> = const { Cell::new(None) };
+}
+
+/// Records the task this worker is about to run (`None` when it stops).
+#[inline]
+pub(crate) fn set_running(r: Option<Running>) {
+    RUNNING.with(|c| c.set(r));
+}
+
+static INSTALL: Once = Once::new();
+static mut PREVIOUS_SEGV: MaybeUninit<libc::sigaction> = MaybeUninit::uninit();
+static mut PREVIOUS_BUS: MaybeUninit<libc::sigaction> = MaybeUninit::uninit();
+
+/// Installs the handler once per process, and makes sure the calling worker
+/// thread has an alternate signal stack to run it on.
+pub(crate) fn install() {
+    INSTALL.call_once(|| {
+        // SAFETY: sigaction with a valid handler and flags; the previous
+        // actions are stored once, before any handler can read them (the
+        // handler is installed by the same calls, after they are written).
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = handler as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(
+                libc::SIGSEGV,
+                &sa,
+                (&raw mut PREVIOUS_SEGV).cast::<libc::sigaction>(),
+            );
+            libc::sigaction(
+                libc::SIGBUS,
+                &sa,
+                (&raw mut PREVIOUS_BUS).cast::<libc::sigaction>(),
+            );
+        }
+    });
+    ensure_altstack();
+}
+
+/// Std gives the threads it spawns an alternate signal stack; make sure.
+fn ensure_altstack() {
+    const SIZE: usize = 64 * 1024;
+    // SAFETY: querying the current alternate stack has no preconditions.
+    let mut cur: libc::stack_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cur` is a valid out-pointer.
+    unsafe { libc::sigaltstack(std::ptr::null(), &mut cur) };
+    if cur.ss_flags & libc::SS_DISABLE == 0 {
+        return;
+    }
+    // Leaked on purpose: it must outlive every signal on this thread, and a
+    // worker thread lives as long as its runtime.
+    let mem = Box::leak(vec![0u8; SIZE].into_boxed_slice());
+    let st = libc::stack_t {
+        ss_sp: mem.as_mut_ptr().cast(),
+        ss_flags: 0,
+        ss_size: SIZE,
+    };
+    // SAFETY: `st` describes live, writable memory that is never freed.
+    unsafe { libc::sigaltstack(&st, std::ptr::null_mut()) };
+}
+
+extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    if let Some(r) = RUNNING.with(|c| c.get()) {
+        if (r.guard_lo..r.guard_hi).contains(&addr) {
+            report(r);
+        }
+    }
+    // Not a task's guard page: hand over to whoever was there before.
+    // SAFETY: the previous actions were written by `install` before this
+    // handler could run; we only read them.
+    let prev = unsafe {
+        if sig == libc::SIGSEGV {
+            (*(&raw const PREVIOUS_SEGV)).assume_init_ref()
+        } else {
+            (*(&raw const PREVIOUS_BUS)).assume_init_ref()
+        }
+    };
+    if prev.sa_sigaction == libc::SIG_DFL || prev.sa_sigaction == libc::SIG_IGN {
+        // Restore the default and return: the fault repeats and kills us
+        // with the right signal.
+        // SAFETY: resetting a signal to its default action.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: the previous handler was installed with this signature.
+        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute(prev.sa_sigaction) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: the previous handler was installed with this signature.
+        let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(prev.sa_sigaction) };
+        f(sig);
+    }
+}
+
+/// Writes "spindle: task#<slot>.<version> overflowed its <n>-byte stack; aborting" and
+/// aborts, without allocating.
+fn report(r: Running) -> ! {
+    let mut buf = [0u8; 160];
+    let mut len = 0;
+    let mut put = |s: &[u8]| {
+        let n = s.len().min(buf.len() - len);
+        buf[len..len + n].copy_from_slice(&s[..n]);
+        len += n;
+    };
+    put(b"\nspindle: task#");
+    put(decimal(r.id & 0xffff_ffff).as_slice_of(&mut [0; 20]));
+    put(b".");
+    put(decimal(r.id >> 32).as_slice_of(&mut [0; 20]));
+    put(b" overflowed its ");
+    put(decimal(r.stack_size as u64).as_slice_of(&mut [0; 20]));
+    put(b"-byte stack; aborting (give it more with task::Builder::stack_size)\n");
+    // SAFETY: write(2) and abort(3) are async-signal-safe.
+    unsafe {
+        libc::write(2, buf.as_ptr().cast(), len);
+        libc::abort()
+    }
+}
+
+/// A number to format in decimal into a caller's buffer.
+struct Decimal(u64);
+
+fn decimal(v: u64) -> Decimal {
+    Decimal(v)
+}
+
+impl Decimal {
+    fn as_slice_of(self, buf: &mut [u8; 20]) -> &[u8] {
+        let mut v = self.0;
+        let mut i = buf.len();
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        &buf[i..]
+    }
+}

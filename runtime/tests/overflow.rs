@@ -1,0 +1,48 @@
+//! A task that overflows its stack is named, and the process aborts with a
+//! clear message instead of dying of a bare SIGSEGV. The overflow runs in a
+//! child process (this same test binary, re-run with an environment
+//! variable), since it must kill the process.
+
+use std::process::Command;
+
+const CHILD: &str = "SPINDLE_OVERFLOW_CHILD";
+
+#[inline(never)]
+fn recurse(depth: u64) -> u64 {
+    let buf = std::hint::black_box([depth as u8; 512]);
+    if depth == u64::MAX {
+        return 0;
+    }
+    recurse(depth + 1) + u64::from(buf[7])
+}
+
+#[test]
+fn an_overflowing_task_is_named_and_the_process_aborts() {
+    if std::env::var_os(CHILD).is_some() {
+        let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+        let h = rt.spawn(|| recurse(0));
+        let _ = h.join();
+        unreachable!("the overflow must abort the process");
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "an_overflowing_task_is_named_and_the_process_aborts",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("spindle: task#") && stderr.contains("overflowed its 262144-byte stack"),
+        "stderr was: {stderr}"
+    );
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc_sigabrt()), "aborted");
+}
+
+fn libc_sigabrt() -> i32 {
+    6
+}
