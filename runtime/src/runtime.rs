@@ -117,7 +117,7 @@ pub struct RuntimeStats {
     pub parks: u64,
     /// Parked workers woken by a signal.
     pub wakeups: u64,
-    /// Stacks in the shared pool (workers keep up to 64 more each).
+    /// Stacks in the shared pool (workers keep up to 256 more each).
     pub pooled_stacks: usize,
     /// Size of the process-wide task table (it never shrinks).
     pub task_slots: usize,

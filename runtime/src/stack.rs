@@ -2,24 +2,32 @@
 //!
 //! A stack is a corosensei `DefaultStack` (an mmap'd region whose lowest page
 //! is `PROT_NONE`, so an overflow faults instead of corrupting memory). Mapping
-//! and unmapping cost two syscalls and a TLB shoot-down, so finished tasks give
-//! their stack back for reuse: first to their worker's private cache (no
-//! lock), then, when that is full, to a shared pool behind a mutex, and only
-//! past that bound are they unmapped. Spawn takes in the same order and maps a
-//! new stack only when both are empty. A failed mapping is an error returned
-//! by spawn; a task never runs on a worker's own stack (brpc #1648).
+//! and unmapping cost three syscalls and a TLB shoot-down, several
+//! microseconds, so finished tasks give their stack back for reuse: to their
+//! worker's private cache (no lock), which trades with a shared pool in
+//! batches of [`BATCH`] (one lock per batch). Spawn takes in the same order and
+//! maps a new stack only when both are empty. So after a burst of tasks, the
+//! next burst of the same size maps nothing. The shared pool keeps at most
+//! [`SHARED_POOL`] stacks; past that they are unmapped. A pooled stack keeps
+//! the pages its last task touched (usually one or two), as bthread's do.
 //!
-//! Stacks of the runtime's default size are pooled; a task that asks for
-//! another size gets a fresh mapping, unmapped when it ends.
+//! A failed mapping is an error returned by spawn; a task never runs on a
+//! worker's own stack (brpc #1648). Stacks of the runtime's default size are
+//! pooled; a task that asks for another size gets a fresh mapping, unmapped
+//! when it ends.
 
 use corosensei::stack::DefaultStack;
 use std::io;
 use std::sync::Mutex;
 
-/// Stacks a worker keeps for itself before handing them to the shared pool.
-pub(crate) const LOCAL_CACHE: usize = 64;
-/// Stacks the shared pool keeps before unmapping the rest.
-const SHARED_POOL: usize = 1024;
+/// Stacks a worker keeps for itself before handing a batch to the shared pool.
+pub(crate) const LOCAL_CACHE: usize = 256;
+/// Stacks moved between a worker's cache and the shared pool at once.
+pub(crate) const BATCH: usize = 64;
+/// Stacks the shared pool keeps before unmapping the rest: 64 Ki stacks are
+/// 16 GiB of address space at the default size, but only their touched
+/// pages are resident.
+pub(crate) const SHARED_POOL: usize = 64 * 1024;
 /// The smallest stack we hand out: enough for formatting and a panic.
 pub(crate) const MIN_STACK_SIZE: usize = 16 * 1024;
 /// The largest we accept: beyond this a size is a mistake, not a request.
@@ -53,19 +61,30 @@ impl StackPool {
         self.size
     }
 
-    /// A stack of `size` bytes: from `local`, the shared pool, or a new
-    /// mapping, in that order.
+    /// A stack of `size` bytes: from `local` (refilled from the shared pool
+    /// a batch at a time), or a new mapping.
     pub(crate) fn take(
         &self,
         size: usize,
         local: Option<&mut Vec<DefaultStack>>,
     ) -> io::Result<DefaultStack> {
         if size == self.size {
-            if let Some(s) = local.and_then(|l| l.pop()) {
-                return Ok(s);
-            }
-            if let Some(s) = self.lock().pop() {
-                return Ok(s);
+            match local {
+                Some(l) => {
+                    if l.is_empty() {
+                        let mut shared = self.lock();
+                        let at = shared.len().saturating_sub(BATCH);
+                        l.extend(shared.drain(at..));
+                    }
+                    if let Some(s) = l.pop() {
+                        return Ok(s);
+                    }
+                }
+                None => {
+                    if let Some(s) = self.lock().pop() {
+                        return Ok(s);
+                    }
+                }
             }
         }
         map(size)
@@ -81,15 +100,24 @@ impl StackPool {
         if size != self.size {
             return; // dropped: unmapped
         }
-        if let Some(l) = local {
-            if l.len() < LOCAL_CACHE {
+        match local {
+            Some(l) => {
                 l.push(stack);
-                return;
+                if l.len() > LOCAL_CACHE {
+                    let at = l.len() - BATCH;
+                    let mut shared = self.lock();
+                    let room = SHARED_POOL.saturating_sub(shared.len());
+                    // What does not fit stays in the drain, which drops
+                    // (unmaps) it.
+                    shared.extend(l.drain(at..).take(room));
+                }
             }
-        }
-        let mut shared = self.lock();
-        if shared.len() < SHARED_POOL {
-            shared.push(stack);
+            None => {
+                let mut shared = self.lock();
+                if shared.len() < SHARED_POOL {
+                    shared.push(stack);
+                }
+            }
         }
     }
 

@@ -28,6 +28,7 @@ fn no_stack_or_slot_leaks_after_a_million_spawn_joins() {
         "task table grew from {slots_before} to {}",
         s.task_slots
     );
-    assert!(s.pooled_stacks <= 1024);
+    // The shared pool is bounded (64 Ki stacks; workers keep 256 more each).
+    assert!(s.pooled_stacks <= 64 * 1024);
     assert!(s.finished >= 1_000_000);
 }
