@@ -10,8 +10,9 @@
 //!
 //! The loop takes work in this order: `fresh`, then `ready` (so a yield goes
 //! behind the tasks spawned before it), then the `remote` queue; every
-//! [`REMOTE_TICK`] runs the remote queue is drained and `ready` goes first,
-//! so that neither woken nor yielded tasks starve behind a stream of spawns.
+//! [`REMOTE_TICK`] runs the injector (spawns from plain threads) goes first,
+//! then the drained remote queue and `ready`, so that neither new, woken nor
+//! yielded tasks starve behind local churn.
 //! When nothing is local it steals: from the injector (spawns from plain
 //! threads), then from the other workers, starting at a random one and moving
 //! by a fixed stride coprime with the worker count. Then it spins briefly
@@ -190,7 +191,12 @@ impl TaskGroup {
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
         if tick % REMOTE_TICK == 0 {
-            // Starvation guard: woken and yielded tasks go first this time.
+            // Starvation guards: tasks spawned from plain threads (the
+            // injector) and woken or yielded tasks go first this time, so a
+            // worker busy with local churn still gets to them.
+            if let Some(t) = self.steal_injector() {
+                return Some(t);
+            }
             self.me().remote.take_all(&self.ready);
             if let Some(t) = self.ready.pop_front() {
                 return Some(t);
@@ -210,14 +216,21 @@ impl TaskGroup {
         None
     }
 
-    /// Work from elsewhere: the injector, then the other workers.
-    fn steal(&self) -> Option<TaskRef> {
+    /// A batch of tasks spawned from plain threads, if any.
+    fn steal_injector(&self) -> Option<TaskRef> {
         loop {
             match self.shared.injector.steal_batch_and_pop(&self.fresh) {
                 Steal::Success(t) => return Some(t),
                 Steal::Retry => continue,
-                Steal::Empty => break,
+                Steal::Empty => return None,
             }
+        }
+    }
+
+    /// Work from elsewhere: the injector, then the other workers.
+    fn steal(&self) -> Option<TaskRef> {
+        if let Some(t) = self.steal_injector() {
+            return Some(t);
         }
         let n = self.shared.worker_count();
         if n <= 1 {

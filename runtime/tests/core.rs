@@ -396,3 +396,30 @@ fn shutdown_cancels_queued_tasks_and_returns() {
     let _ = blocker.id();
     rt.shutdown();
 }
+
+/// Regression: tasks spawned from a plain thread ran only when a worker had
+/// nothing local, so tasks that yield in a loop starved them forever.
+#[test]
+fn spawns_from_outside_are_not_starved_by_busy_workers() {
+    let rt = rt(2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinners: Vec<_> = (0..4)
+        .map(|_| {
+            let s = stop.clone();
+            rt.spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    spindle::yield_now();
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(10));
+    for i in 0..100 {
+        assert_eq!(rt.spawn(move || i).join().unwrap(), i);
+    }
+    assert_eq!(rt.block_on(|| 5), 5);
+    stop.store(true, Ordering::Relaxed);
+    for h in spinners {
+        h.join().unwrap();
+    }
+}
