@@ -94,6 +94,11 @@ impl ParkingLot {
     /// arrived since it was read). Returns at once if it already differs or
     /// the lot is stopped. May return spuriously; callers look for work again.
     pub fn wait(&self, expected: ParkState) {
+        self.wait_until(expected, None)
+    }
+
+    /// Like [`wait`](Self::wait), but returns by `deadline` at the latest.
+    pub fn wait_until(&self, expected: ParkState, deadline: Option<std::time::Instant>) {
         if expected.stopped() {
             return;
         }
@@ -102,7 +107,7 @@ impl ParkingLot {
         // then re-checks the word under its own lock.
         fence(SeqCst);
         if self.state.word().load(Relaxed) == expected.0 {
-            self.state.wait(expected.0, None);
+            self.state.wait_until(expected.0, deadline);
         }
         self.waiters.fetch_sub(1, SeqCst);
     }
@@ -148,6 +153,14 @@ mod tests {
         work.store(true, SeqCst);
         lot.signal(1);
         h.join().unwrap();
+    }
+
+    #[test]
+    fn a_timed_wait_returns_by_its_deadline() {
+        let lot = ParkingLot::new();
+        let t = std::time::Instant::now();
+        lot.wait_until(lot.state(), Some(t + Duration::from_millis(10)));
+        assert!(t.elapsed() >= Duration::from_millis(10));
     }
 
     #[test]

@@ -486,6 +486,10 @@ pub(crate) fn block(g: &TaskGroup, t: TaskRef, node: &WaitNode) {
         return;
     }
     if let Some(deadline) = node.deadline {
+        if ptr::eq(butex, &t.sleep) {
+            // A sleep: its worker stays awake around the deadline (group.rs).
+            g.note_sleep(deadline);
+        }
         let node_ptr = NodePtr(node);
         let armed = timer().schedule(deadline, move || {
             let np = node_ptr;

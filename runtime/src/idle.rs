@@ -106,9 +106,10 @@ impl Idle {
     }
 
     /// Parks the calling worker on `lot` unless `last_look` finds work (which
-    /// is then returned) or `stopping` says the runtime stops. The worker was
-    /// searching if `searching` is set; it is not searching afterwards.
-    /// Returns whether the worker actually slept, and the work found.
+    /// is then returned) or `stopping` says the runtime stops; `until` bounds
+    /// the sleep. The worker was searching if `searching` is set; it is not
+    /// searching afterwards. Returns whether the worker actually slept, and
+    /// the work found.
     pub(crate) fn park<T>(
         &self,
         lot: usize,
@@ -116,6 +117,7 @@ impl Idle {
         searching: &mut bool,
         stopping: impl Fn() -> bool,
         last_look: impl FnOnce() -> Option<T>,
+        until: Option<std::time::Instant>,
     ) -> (bool, Option<T>) {
         let lot = &self.lots[lot];
         // The state is read BEFORE the last look (see ParkingLot's docs).
@@ -130,7 +132,7 @@ impl Idle {
         let found = last_look();
         let slept = found.is_none() && !stopping();
         if slept {
-            lot.wait(state);
+            lot.wait_until(state, until);
         }
         sleeping.store(false, Relaxed);
         self.parked.fetch_sub(1, SeqCst);
