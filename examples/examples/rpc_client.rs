@@ -49,7 +49,7 @@ impl Server {
                 return; // shutdown
             }
             // Most requests take ~100 µs; one in 200 hits a slow path.
-            let micros = if next(rng) % 200 == 0 {
+            let micros = if next(rng).is_multiple_of(200) {
                 20_000
             } else {
                 50 + next(rng) % 100

@@ -103,9 +103,9 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     // handler could run; we only read them.
     let prev = unsafe {
         if sig == libc::SIGSEGV {
-            (*(&raw const PREVIOUS_SEGV)).assume_init_ref()
+            (&raw const PREVIOUS_SEGV).read().assume_init()
         } else {
-            (*(&raw const PREVIOUS_BUS)).assume_init_ref()
+            (&raw const PREVIOUS_BUS).read().assume_init()
         }
     };
     if prev.sa_sigaction == libc::SIG_DFL || prev.sa_sigaction == libc::SIG_IGN {
@@ -136,11 +136,11 @@ fn report(r: Running) -> ! {
         len += n;
     };
     put(b"\nspindle: task#");
-    put(decimal(r.id & 0xffff_ffff).as_slice_of(&mut [0; 20]));
+    put(decimal(r.id & 0xffff_ffff, &mut [0; 20]));
     put(b".");
-    put(decimal(r.id >> 32).as_slice_of(&mut [0; 20]));
+    put(decimal(r.id >> 32, &mut [0; 20]));
     put(b" overflowed its ");
-    put(decimal(r.stack_size as u64).as_slice_of(&mut [0; 20]));
+    put(decimal(r.stack_size as u64, &mut [0; 20]));
     put(b"-byte stack; aborting (give it more with task::Builder::stack_size)\n");
     // SAFETY: write(2) and abort(3) are async-signal-safe.
     unsafe {
@@ -149,25 +149,15 @@ fn report(r: Running) -> ! {
     }
 }
 
-/// A number to format in decimal into a caller's buffer.
-struct Decimal(u64);
-
-fn decimal(v: u64) -> Decimal {
-    Decimal(v)
-}
-
-impl Decimal {
-    fn as_slice_of(self, buf: &mut [u8; 20]) -> &[u8] {
-        let mut v = self.0;
-        let mut i = buf.len();
-        loop {
-            i -= 1;
-            buf[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
+/// `v` in decimal, written into the end of `buf`.
+fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[i..];
         }
-        &buf[i..]
     }
 }
