@@ -526,11 +526,13 @@ fn on_timeout(node: *const WaitNode) {
         // SAFETY: under the lock; `n` is alive.
         unsafe { claim(&mut list, n, TIMED_OUT) }
     };
+    // Last touch of the node, before the wake-up: delivering it touches
+    // neither node nor butex, and the task, once woken, waits for this flag
+    // (a wake-up syscall later would be spun through).
+    n.timer_done.store(true, Ordering::Release);
     if let Some(w) = wake {
         w.deliver();
     }
-    // Last touch of the node.
-    n.timer_done.store(true, Ordering::Release);
 }
 
 /// Ends `t`'s current interruptible wait with `Interrupted`, or remembers

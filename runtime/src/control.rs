@@ -57,6 +57,8 @@ pub(crate) struct GroupShared {
     pub(crate) remote: RemoteQueue,
     /// The thief end of the worker's deque of never-run tasks.
     pub(crate) stealer: Stealer<TaskRef>,
+    /// The task this worker spawned last (never run; see `group.rs`).
+    pub(crate) lifo: std::sync::atomic::AtomicPtr<crate::meta::TaskMeta>,
     /// Set while the worker is parked or about to park.
     pub(crate) sleeping: SleepFlag,
     /// The lot this worker parks on.

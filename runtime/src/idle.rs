@@ -51,11 +51,14 @@ impl Idle {
         self.searching.fetch_add(1, SeqCst);
     }
 
-    /// A searching worker found work (or stops). If it was the last searcher
-    /// it wakes another, so that a burst of spawns, whose producers skipped
-    /// the wake-up because somebody was searching, is still spread.
-    pub(crate) fn found_work(&self, lot: usize) {
-        if self.searching.fetch_sub(1, SeqCst) == 1 {
+    /// A searching worker found work. If it was the last searcher and
+    /// `more` says stealable work is still in sight, it wakes another, so
+    /// that a burst of spawns, whose producers skipped the wake-up because
+    /// somebody was searching, is still spread. (Without `more`, every wake
+    /// of a parked worker for one pinned task would wake a second worker
+    /// for nothing.)
+    pub(crate) fn found_work(&self, lot: usize, more: bool) {
+        if self.searching.fetch_sub(1, SeqCst) == 1 && more {
             self.notify_work(lot);
         }
     }
@@ -221,7 +224,7 @@ mod tests {
                 Some(t) => {
                     if searching {
                         searching = false;
-                        rt.idle.found_work(me);
+                        rt.idle.found_work(me, true);
                     }
                     ran.push(t);
                     if rt.done.fetch_add(1, SeqCst) + 1 == total {

@@ -238,6 +238,7 @@ impl Runtime {
             let gs = GroupShared {
                 remote: crate::queue::RemoteQueue::new(),
                 stealer: fresh.stealer(),
+                lifo: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
                 sleeping: spindle_parking::loom::sync::atomic::AtomicBool::new(false),
                 lot: i % LOTS,
                 stats: GroupStats::default(),
