@@ -217,6 +217,7 @@ mod tests {
                         &mut searching,
                         || rt.stopping.load(SeqCst),
                         look,
+                        None,
                     )
                     .1
             });
