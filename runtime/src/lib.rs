@@ -51,12 +51,12 @@
 //! spindle::spawn(|| std::rc::Rc::new(1));
 //! ```
 //!
-//! and a `JoinHandle` of a non-`Send` result cannot cross threads:
+//! and a [`sync::Mutex`] shares its value between threads only if the value
+//! may move between them:
 //!
 //! ```compile_fail
-//! fn send<T: Send>(_: T) {}
-//! fn handle() -> spindle::JoinHandle<std::rc::Rc<u8>> { unimplemented!() }
-//! send(handle());
+//! fn sync<T: Sync>() {}
+//! sync::<spindle::sync::Mutex<std::rc::Rc<u8>>>();
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 
