@@ -1,0 +1,142 @@
+//! Deadlines as `u64` nanoseconds on the monotonic clock.
+//!
+//! Every deadline in the timer is a count of nanoseconds since a process-wide
+//! base [`Instant`], taken the first time any timer code asks for it. `u64`
+//! nanoseconds last 584 years, so the encoding is total:
+//!
+//! - an `Instant` before the base (or equal to it) becomes `0`, which is
+//!   always due;
+//! - an `Instant` more than 584 years after the base saturates to [`NEVER`],
+//!   a valid deadline that never comes (the timer can still be cancelled or
+//!   rescheduled). Nothing here overflows or panics, whatever the `Instant`.
+//!
+//! `Instant` is `CLOCK_MONOTONIC` on Linux: unlike bthread's wall-clock
+//! deadlines, a change of the system time does not move timers.
+//!
+//! Under `--cfg loom` there is no clock: [`now_ns`] returns `LOOM_NOW`, so
+//! that any deadline a model builds from `Instant::now()` plus a little is
+//! due, and [`NEVER`] never is.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The deadline that never comes.
+pub(crate) const NEVER: u64 = u64::MAX;
+
+/// What [`now_ns`] returns under loom: ~146 years after the base, later than
+/// any deadline a model computes from the real clock, earlier than [`NEVER`].
+#[cfg(loom)]
+pub(crate) const LOOM_NOW: u64 = 1 << 62;
+
+/// The process-wide origin of deadlines.
+fn base() -> Instant {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    *BASE.get_or_init(Instant::now)
+}
+
+/// `d` in nanoseconds, saturating at [`NEVER`].
+#[inline]
+pub(crate) fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(NEVER)
+}
+
+/// The deadline encoding of `deadline`: 0 if it is not after the base,
+/// [`NEVER`] if it is beyond `u64` nanoseconds from it.
+#[inline]
+pub(crate) fn deadline_ns(deadline: Instant) -> u64 {
+    match deadline.checked_duration_since(base()) {
+        Some(d) => duration_ns(d),
+        None => 0,
+    }
+}
+
+/// The current time as a deadline.
+#[cfg(not(loom))]
+#[inline]
+pub(crate) fn now_ns() -> u64 {
+    deadline_ns(Instant::now())
+}
+
+/// The current time as a deadline: a constant under loom (see the module docs).
+#[cfg(loom)]
+#[inline]
+pub(crate) fn now_ns() -> u64 {
+    LOOM_NOW
+}
+
+/// The `Instant` of a deadline, for an absolute futex wait. `None` for
+/// [`NEVER`] or a deadline the platform's `Instant` cannot represent (both
+/// mean "wait without a timeout").
+#[inline]
+pub(crate) fn instant_of(deadline: u64) -> Option<Instant> {
+    if deadline == NEVER {
+        return None;
+    }
+    base().checked_add(Duration::from_nanos(deadline))
+}
+
+/// The next deadline of a periodic timer that was due at `due` and has just
+/// run at `now`.
+///
+/// Keeps the cadence: the result is `due + k * period` for the smallest
+/// `k >= 1` that lies after `now`. A timer that ran late therefore skips the
+/// periods it missed instead of firing a burst of catch-up calls (Go's ticker
+/// does the same), and never drifts by its own lateness. Saturates at
+/// [`NEVER`].
+#[inline]
+pub(crate) fn next_period(due: u64, period: u64, now: u64) -> u64 {
+    debug_assert!(period > 0);
+    let next = due.saturating_add(period);
+    if next > now || next == NEVER {
+        return next;
+    }
+    // `now >= next > due`, so `now - due >= period` and at least one whole
+    // period was missed.
+    let missed = (now - due) / period;
+    due.saturating_add(period.saturating_mul(missed.saturating_add(1)))
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_past_is_due_and_the_far_future_is_never() {
+        let now = Instant::now();
+        let _ = deadline_ns(now); // make sure the base exists
+        if let Some(past) = base().checked_sub(Duration::from_secs(3600)) {
+            assert_eq!(deadline_ns(past), 0);
+        }
+        assert_eq!(deadline_ns(base()), 0);
+        if let Some(far) = now.checked_add(Duration::from_secs(1 << 40)) {
+            assert_eq!(deadline_ns(far), NEVER);
+        }
+        assert_eq!(duration_ns(Duration::MAX), NEVER);
+        assert_eq!(duration_ns(Duration::from_nanos(7)), 7);
+    }
+
+    #[test]
+    fn deadlines_follow_the_clock() {
+        let a = now_ns();
+        let b = deadline_ns(Instant::now() + Duration::from_millis(5));
+        assert!(b >= a + 5_000_000);
+        assert_eq!(instant_of(NEVER), None);
+        let i = Instant::now() + Duration::from_millis(3);
+        let back = instant_of(deadline_ns(i)).unwrap();
+        assert_eq!(back, i);
+    }
+
+    #[test]
+    fn periods_keep_their_cadence_and_skip_what_was_missed() {
+        // On time: the next one period later.
+        assert_eq!(next_period(100, 10, 100), 110);
+        assert_eq!(next_period(100, 10, 105), 110);
+        // Late by more than a period: skip to the next point of the grid.
+        assert_eq!(next_period(100, 10, 110), 120);
+        assert_eq!(next_period(100, 10, 137), 140);
+        // Saturation instead of overflow.
+        assert_eq!(next_period(NEVER - 1, 10, 0), NEVER);
+        assert_eq!(next_period(5, u64::MAX, 6), NEVER);
+        assert_eq!(next_period(0, 3, NEVER - 1), NEVER);
+    }
+}
