@@ -265,17 +265,22 @@ mod tests {
         })
     }
 
+    /// Starts both workers, to run `total` tasks between them.
+    fn start_workers(rt: &Arc<Rt>, total: usize) -> Vec<thread::JoinHandle<Vec<u32>>> {
+        (0..2)
+            .map(|i| {
+                let rt = rt.clone();
+                thread::spawn(move || worker(&rt, i, total))
+            })
+            .collect()
+    }
+
     /// New, stealable work is always picked up: no worker sleeps through it.
     #[test]
     fn loom_stealable_work_is_never_lost() {
         model(|| {
             let rt = runtime();
-            let ws: Vec<_> = (0..2)
-                .map(|i| {
-                    let rt = rt.clone();
-                    thread::spawn(move || worker(&rt, i, 1))
-                })
-                .collect();
+            let ws = start_workers(&rt, 1);
             rt.stealable.push(7);
             rt.idle.notify_work(0);
             let ran: Vec<u32> = ws.into_iter().flat_map(|w| w.join().unwrap()).collect();
@@ -288,12 +293,7 @@ mod tests {
     fn loom_pinned_work_wakes_its_worker() {
         model(|| {
             let rt = runtime();
-            let ws: Vec<_> = (0..2)
-                .map(|i| {
-                    let rt = rt.clone();
-                    thread::spawn(move || worker(&rt, i, 1))
-                })
-                .collect();
+            let ws = start_workers(&rt, 1);
             rt.workers[1].pinned.push(9);
             rt.idle.notify_worker(&rt.workers[1].sleeping, 1);
             let ran: Vec<Vec<u32>> = ws.into_iter().map(|w| w.join().unwrap()).collect();
