@@ -8,7 +8,8 @@
 //! batches of [`BATCH`] (one lock per batch). Spawn takes in the same order and
 //! maps a new stack only when both are empty. So after a burst of tasks, the
 //! next burst of the same size maps nothing. The shared pool keeps at most
-//! [`SHARED_POOL`] stacks; past that they are unmapped. A pooled stack keeps
+//! an eighth of `vm.max_map_count` stacks (two mappings each); past that
+//! they are unmapped. A pooled stack keeps
 //! the pages its last task touched (usually one or two), as bthread's do.
 //!
 //! A failed mapping is an error returned by spawn; a task never runs on a
@@ -24,10 +25,24 @@ use std::sync::Mutex;
 pub(crate) const LOCAL_CACHE: usize = 256;
 /// Stacks moved between a worker's cache and the shared pool at once.
 pub(crate) const BATCH: usize = 64;
-/// Stacks the shared pool keeps before unmapping the rest: 64 Ki stacks are
-/// 16 GiB of address space at the default size, but only their touched
-/// pages are resident.
-pub(crate) const SHARED_POOL: usize = 64 * 1024;
+/// The shared pool keeps at most this fraction of the process's memory-map
+/// limit (`vm.max_map_count`) in idle stacks, two mappings each: with the
+/// kernel's default of 65 530 that is 8 191 stacks, and idle stacks can
+/// never use up the mappings that live tasks (and everything else in the
+/// process) need.
+const POOL_SHARE_OF_MAP_COUNT: usize = 8;
+
+/// The most stacks the shared pool keeps before unmapping the rest.
+fn shared_pool_limit() -> usize {
+    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let max_map_count = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or(65_530);
+        max_map_count / POOL_SHARE_OF_MAP_COUNT
+    })
+}
 /// The smallest stack we hand out: enough for formatting and a panic.
 pub(crate) const MIN_STACK_SIZE: usize = 16 * 1024;
 /// The largest we accept: beyond this a size is a mistake, not a request.
@@ -106,7 +121,7 @@ impl StackPool {
                 if l.len() > LOCAL_CACHE {
                     let at = l.len() - BATCH;
                     let mut shared = self.lock();
-                    let room = SHARED_POOL.saturating_sub(shared.len());
+                    let room = shared_pool_limit().saturating_sub(shared.len());
                     // What does not fit stays in the drain, which drops
                     // (unmaps) it.
                     shared.extend(l.drain(at..).take(room));
@@ -114,7 +129,7 @@ impl StackPool {
             }
             None => {
                 let mut shared = self.lock();
-                if shared.len() < SHARED_POOL {
+                if shared.len() < shared_pool_limit() {
                     shared.push(stack);
                 }
             }
@@ -125,7 +140,7 @@ impl StackPool {
     pub(crate) fn give_all(&self, local: &mut Vec<DefaultStack>) {
         let mut shared = self.lock();
         while let Some(s) = local.pop() {
-            if shared.len() >= SHARED_POOL {
+            if shared.len() >= shared_pool_limit() {
                 break;
             }
             shared.push(s);
