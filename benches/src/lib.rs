@@ -1,1 +1,5 @@
 //! Shared helpers for the benchmarks (baselines written here).
+
+pub mod naive_timer;
+pub mod sleepers;
+pub mod workload;

@@ -1,0 +1,749 @@
+//! Timer benchmarks: sleeping, interrupting and deadline waits, spindle
+//! against tokio, may and plain threads, two workers each.
+//!
+//! - `sleep_lateness/{1ms,100us}`: one sleeper at a time on an otherwise
+//!   idle runtime; per sleep, how late it woke (actual - requested).
+//! - `interrupt_latency`: a task sleeping 10 s is woken from a plain thread;
+//!   from just before the wake call to the sleeper running again.
+//! - `pingpong_butex`: two spindle tasks hand a turn back and forth through
+//!   one `spindle::Butex`; per round trip.
+//! - `deadline_churn`: the same turn-taking, per hand-off, with and without a
+//!   100 ms deadline on every wait (each blocked wait arms a timer and
+//!   cancels it); tokio's analog is `timeout(100 ms, notify.notified())`.
+//! - `many_sleepers`: 100 000 tasks each sleeping 1 s; wall time from the
+//!   first spawn to the last join, and resident memory per task (VmRSS
+//!   growth once all have started, per task still asleep and per task).
+//!
+//! Criterion plans its iteration counts from the wall time of `iter_custom`
+//! calls, while the latency benchmarks return only the summed latency: so
+//! their wall time is bounded by the configured times whatever the latency,
+//! and criterion's "time" is the *mean* latency. The percentiles, which are
+//! what a timer is judged by, are printed to stderr after each benchmark
+//! (`[group/peer] n=… p50=… p99=…`), over every sample taken, warm-up
+//! included. Results: `docs/benchmarks-sleep.md`.
+//!
+//! "Inside a task" means on a worker: for spindle the body of `block_on` or a
+//! spawned task, for tokio a `tokio::spawn`ed task, for may a coroutine.
+
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, SamplingMode};
+use spindle_benches::sleepers::{
+    self, lateness, release_free_heap, rss_bytes, signed_nanos, total, Latencies,
+};
+use spindle_benches::workload::{full_batches, Placement};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+/// The runtimes, built once and shared by the benchmarks (many_sleepers
+/// builds its own spindle runtime, with small stacks).
+struct Peers {
+    spindle: spindle::Runtime,
+    tokio: tokio::runtime::Runtime,
+}
+
+impl Peers {
+    fn new() -> Self {
+        // may is configured through globals, before its scheduler starts.
+        may::config().set_workers(2);
+        Peers {
+            spindle: spindle::Runtime::builder()
+                .workers(2)
+                .build()
+                .expect("spindle runtime"),
+            tokio: tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_time()
+                .build()
+                .expect("tokio runtime"),
+        }
+    }
+}
+
+/// Spawns `f` as a may coroutine.
+fn may_go<F, T>(f: F) -> may::coroutine::JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    // SAFETY: may's spawn is unsafe because a coroutine may migrate between
+    // worker threads and so observe another thread's thread-local storage.
+    // These closures keep no thread-local across a suspension: they suspend
+    // only in may's own sleep and park, and between those they read the
+    // clock and send on std channels (an unbounded send never blocks, so it
+    // never suspends while touching the channel's thread-locals).
+    unsafe { may::coroutine::spawn(f) }
+}
+
+/// A benchmark body: given criterion's count, returns one sample per
+/// operation (signed ns).
+type Sampler<'a> = Box<dyn FnMut(u64) -> Vec<i64> + 'a>;
+
+/// Runs one latency benchmark: criterion gets the summed latency, stderr
+/// gets the percentiles of every sample.
+fn latency_case(g: &mut BenchmarkGroup<'_, WallTime>, group: &str, peer: &str, mut f: Sampler) {
+    let mut all = Latencies::new();
+    g.bench_function(peer, |b| {
+        b.iter_custom(|iters| {
+            let s = f(iters);
+            all.extend(&s);
+            total(&s)
+        })
+    });
+    if let Some(s) = all.summary() {
+        eprintln!("[{group}/{peer}] {s}");
+    }
+}
+
+// ------------------------------------------------------------ sleep_lateness
+
+fn spindle_lateness(rt: &spindle::Runtime, d: Duration, n: u64) -> Vec<i64> {
+    rt.block_on(|| {
+        (0..n)
+            .map(|_| {
+                let start = Instant::now();
+                spindle::sleep(d).expect("nothing interrupts this sleep");
+                lateness(start, Instant::now(), d)
+            })
+            .collect()
+    })
+}
+
+fn tokio_lateness(rt: &tokio::runtime::Runtime, d: Duration, n: u64) -> Vec<i64> {
+    rt.block_on(async move {
+        tokio::spawn(async move {
+            let mut out = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                let start = Instant::now();
+                tokio::time::sleep(d).await;
+                out.push(lateness(start, Instant::now(), d));
+            }
+            out
+        })
+        .await
+        .expect("tokio task failed")
+    })
+}
+
+fn may_lateness(d: Duration, n: u64) -> Vec<i64> {
+    may_go(move || {
+        (0..n)
+            .map(|_| {
+                let start = Instant::now();
+                may::coroutine::sleep(d);
+                lateness(start, Instant::now(), d)
+            })
+            .collect()
+    })
+    .join()
+    .expect("may coroutine failed")
+}
+
+fn std_lateness(d: Duration, n: u64) -> Vec<i64> {
+    (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            std::thread::sleep(d);
+            lateness(start, Instant::now(), d)
+        })
+        .collect()
+}
+
+fn sleep_lateness(c: &mut Criterion, p: &Peers) {
+    for (label, d) in [
+        ("1ms", Duration::from_millis(1)),
+        ("100us", Duration::from_micros(100)),
+    ] {
+        let name = format!("sleep_lateness/{label}");
+        let mut g = c.benchmark_group(&name);
+        g.sampling_mode(SamplingMode::Flat)
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(200))
+            .measurement_time(Duration::from_millis(1500));
+        let cases: [(&str, Sampler); 4] = [
+            ("spindle", Box::new(|n| spindle_lateness(&p.spindle, d, n))),
+            ("tokio", Box::new(|n| tokio_lateness(&p.tokio, d, n))),
+            ("may", Box::new(move |n| may_lateness(d, n))),
+            ("std", Box::new(move |n| std_lateness(d, n))),
+        ];
+        for (peer, f) in cases {
+            latency_case(&mut g, &name, peer, f);
+        }
+        g.finish();
+    }
+}
+
+// --------------------------------------------------------- interrupt_latency
+
+/// How long the interrupted sleepers would sleep: far beyond any run.
+const LONG_SLEEP: Duration = Duration::from_secs(10);
+/// How long the driver waits, after the sleeper said it is about to sleep,
+/// before it wakes it: enough for the sleep to begin and the sleeper's
+/// worker to go idle, so that every sample wakes a blocked sleeper on an
+/// idle runtime (not a pending interrupt, not a spinning worker).
+const SETTLE: Duration = Duration::from_micros(500);
+
+/// Drives `n` rounds with a sleeper that sends, on `rx`, the instant just
+/// before each sleep and the instant it ran again after being woken; `wake`
+/// wakes it. Returns the latency of each wake: from just before `wake` to
+/// the sleeper running.
+fn drive_wakes(n: u64, rx: &Receiver<Instant>, mut wake: impl FnMut()) -> Vec<i64> {
+    let gone = "the sleeper is gone (it panicked: see above)";
+    (0..n)
+        .map(|_| {
+            let entered = rx.recv().expect(gone);
+            std::thread::sleep(SETTLE);
+            let start = Instant::now();
+            wake();
+            let woke = rx.recv().expect(gone);
+            assert!(
+                entered < start && woke >= start,
+                "the sleeper woke before it was woken"
+            );
+            signed_nanos(woke, start)
+        })
+        .collect()
+}
+
+fn spindle_interrupt(rt: &spindle::Runtime, n: u64) -> Vec<i64> {
+    let (tx, rx) = channel();
+    let h = rt.spawn(move || {
+        for _ in 0..n {
+            tx.send(Instant::now()).expect("driver alive");
+            let r = spindle::sleep(LONG_SLEEP);
+            let woke = Instant::now();
+            assert_eq!(r, Err(spindle::SleepError::Interrupted), "lost interrupt");
+            tx.send(woke).expect("driver alive");
+        }
+    });
+    let id = h.id();
+    let out = drive_wakes(n, &rx, || {
+        spindle::interrupt(id).expect("the sleeper is alive");
+    });
+    h.join().expect("spindle sleeper failed");
+    out
+}
+
+fn tokio_interrupt(rt: &tokio::runtime::Runtime, n: u64) -> Vec<i64> {
+    let (tx, rx) = channel();
+    let notify = Arc::new(tokio::sync::Notify::new());
+    let h = {
+        let notify = notify.clone();
+        rt.spawn(async move {
+            for _ in 0..n {
+                tx.send(Instant::now()).expect("driver alive");
+                let woke = tokio::select! {
+                    _ = tokio::time::sleep(LONG_SLEEP) => panic!("lost notification"),
+                    _ = notify.notified() => Instant::now(),
+                };
+                tx.send(woke).expect("driver alive");
+            }
+        })
+    };
+    let out = drive_wakes(n, &rx, || notify.notify_one());
+    rt.block_on(h).expect("tokio sleeper failed");
+    out
+}
+
+fn may_interrupt(n: u64) -> Vec<i64> {
+    let (tx, rx) = channel();
+    let h = may_go(move || {
+        for _ in 0..n {
+            let entered = Instant::now();
+            tx.send(entered).expect("driver alive");
+            may::coroutine::park_timeout(LONG_SLEEP);
+            let woke = Instant::now();
+            // park_timeout does not say why it returned: by the clock.
+            assert!(woke - entered < LONG_SLEEP, "lost unpark");
+            tx.send(woke).expect("driver alive");
+        }
+    });
+    let co = h.coroutine().clone();
+    let out = drive_wakes(n, &rx, || co.unpark());
+    h.join().expect("may sleeper failed");
+    out
+}
+
+fn std_interrupt(n: u64) -> Vec<i64> {
+    let (tx, rx) = channel();
+    let flag = Arc::new((Mutex::new(false), Condvar::new()));
+    let h = {
+        let flag = flag.clone();
+        std::thread::spawn(move || {
+            let (m, cv) = &*flag;
+            for _ in 0..n {
+                tx.send(Instant::now()).expect("driver alive");
+                let mut woken = m.lock().expect("no panics under this lock");
+                while !*woken {
+                    let (g, r) = cv
+                        .wait_timeout(woken, LONG_SLEEP)
+                        .expect("no panics under this lock");
+                    woken = g;
+                    assert!(*woken || !r.timed_out(), "lost notification");
+                }
+                let woke = Instant::now();
+                *woken = false;
+                drop(woken);
+                tx.send(woke).expect("driver alive");
+            }
+        })
+    };
+    let out = drive_wakes(n, &rx, || {
+        let (m, cv) = &*flag;
+        *m.lock().expect("no panics under this lock") = true;
+        cv.notify_one();
+    });
+    h.join().expect("std sleeper failed");
+    out
+}
+
+fn interrupt_latency(c: &mut Criterion, p: &Peers) {
+    let name = "interrupt_latency";
+    let mut g = c.benchmark_group(name);
+    g.sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_millis(1500));
+    let cases: [(&str, Sampler); 4] = [
+        ("spindle", Box::new(|n| spindle_interrupt(&p.spindle, n))),
+        ("tokio", Box::new(|n| tokio_interrupt(&p.tokio, n))),
+        ("may", Box::new(may_interrupt)),
+        ("std", Box::new(std_interrupt)),
+    ];
+    for (peer, f) in cases {
+        latency_case(&mut g, name, peer, f);
+    }
+    g.finish();
+}
+
+// ------------------------------------------- pingpong_butex, deadline_churn
+
+/// What the waits of a spindle turn-taking run returned.
+#[derive(Debug, Default, Clone, Copy)]
+struct Waits {
+    /// `Ok`: the wait blocked and was woken (with a deadline: a timer was
+    /// armed and cancelled).
+    blocked: u64,
+    /// `WouldBlock`: the turn had already come; nothing was armed.
+    would_block: u64,
+    /// `TimedOut`: a 100 ms deadline passed first (a stall).
+    timed_out: u64,
+}
+
+impl Waits {
+    fn add(&mut self, o: Waits) {
+        self.blocked += o.blocked;
+        self.would_block += o.would_block;
+        self.timed_out += o.timed_out;
+    }
+}
+
+/// Waits on `b` until its value is `me`; each wait with a deadline of
+/// `timeout` from now, if given.
+fn wait_turn(b: &spindle::Butex, me: u32, timeout: Option<Duration>, waits: &mut Waits) {
+    loop {
+        let v = b.value().load(Ordering::Acquire);
+        if v == me {
+            return;
+        }
+        match b.wait(v, timeout.map(|t| Instant::now() + t)) {
+            Ok(()) => waits.blocked += 1,
+            Err(spindle::WaitError::WouldBlock) => waits.would_block += 1,
+            Err(spindle::WaitError::TimedOut) => waits.timed_out += 1,
+            Err(e) => panic!("unexpected butex wait error: {e}"),
+        }
+    }
+}
+
+/// Takes `turns` turns as player `me` (0 or 1) of a two-player butex.
+fn player(b: &spindle::Butex, me: u32, turns: u64, timeout: Option<Duration>) -> (ThreadId, Waits) {
+    let mut waits = Waits::default();
+    for _ in 0..turns {
+        wait_turn(b, me, timeout, &mut waits);
+        b.value().store(1 - me, Ordering::Release);
+        b.wake_one();
+    }
+    // A started spindle task never leaves its worker: this is where it ran.
+    (std::thread::current().id(), waits)
+}
+
+/// Two tasks take `turns[0]` and `turns[1]` alternating turns through one
+/// butex (player 0 first). Returns the wall time from spawning the first to
+/// joining both.
+fn spindle_turns(
+    rt: &spindle::Runtime,
+    turns: [u64; 2],
+    timeout: Option<Duration>,
+    pairs: &Placement,
+    waits: &mut Waits,
+) -> Duration {
+    let (t, w) = rt.block_on(|| {
+        let butex = Arc::new(spindle::Butex::new(0));
+        let start = Instant::now();
+        let [a, b] = [0, 1].map(|me| {
+            let b = butex.clone();
+            spindle::spawn(move || player(&b, me, turns[me as usize], timeout))
+        });
+        let (ta, wa) = a.join().expect("spindle player failed");
+        let (tb, wb) = b.join().expect("spindle player failed");
+        let t = start.elapsed();
+        pairs.record(ta, tb);
+        let mut w = wa;
+        w.add(wb);
+        (t, w)
+    });
+    waits.add(w);
+    t
+}
+
+/// tokio's turn-taking: a turn counter and one `Notify` per player; each wait
+/// is `notified()`, or `timeout(t, notified())` if `timeout` is given.
+fn tokio_turns(
+    rt: &tokio::runtime::Runtime,
+    turns: [u64; 2],
+    timeout: Option<Duration>,
+    timed_out: &AtomicU64,
+) -> Duration {
+    use tokio::sync::Notify;
+    let turn = Arc::new(AtomicU32::new(0));
+    let notify = [Arc::new(Notify::new()), Arc::new(Notify::new())];
+    let t = rt.block_on(async {
+        let start = Instant::now();
+        let hs = [0u32, 1].map(|me| {
+            let turn = turn.clone();
+            let mine = notify[me as usize].clone();
+            let other = notify[1 - me as usize].clone();
+            let n = turns[me as usize];
+            tokio::spawn(async move {
+                let mut late = 0;
+                for _ in 0..n {
+                    while turn.load(Ordering::Acquire) != me {
+                        match timeout {
+                            None => mine.notified().await,
+                            Some(t) => {
+                                if tokio::time::timeout(t, mine.notified()).await.is_err() {
+                                    late += 1;
+                                }
+                            }
+                        }
+                    }
+                    turn.store(1 - me, Ordering::Release);
+                    other.notify_one();
+                }
+                late
+            })
+        });
+        let mut late = 0;
+        for h in hs {
+            late += h.await.expect("tokio player failed");
+        }
+        timed_out.fetch_add(late, Ordering::Relaxed);
+        start.elapsed()
+    });
+    t
+}
+
+/// `n` hand-offs split between two players, player 0 taking the extra one.
+fn handoffs(n: u64) -> [u64; 2] {
+    [n.div_ceil(2), n / 2]
+}
+
+fn report_turns(bench: &str, pairs: &Placement, waits: Waits) {
+    let (same, split) = pairs.counts();
+    eprintln!(
+        "[{bench}] runs on one worker {same}, on two {split}; waits: blocked {} \
+         would-block {} timed-out {}",
+        waits.blocked, waits.would_block, waits.timed_out
+    );
+}
+
+fn pingpong_butex(c: &mut Criterion, p: &Peers) {
+    let mut g = c.benchmark_group("pingpong_butex");
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let pairs = Placement::new();
+    let mut waits = Waits::default();
+    // Per round trip: each player takes `iters` turns.
+    g.bench_function("spindle", |b| {
+        b.iter_custom(|iters| spindle_turns(&p.spindle, [iters, iters], None, &pairs, &mut waits))
+    });
+    if pairs.counts() != (0, 0) {
+        report_turns("pingpong_butex/spindle", &pairs, waits);
+    }
+    g.finish();
+}
+
+/// The deadline of every wait in `deadline_churn`: never reached.
+const CHURN_TIMEOUT: Duration = Duration::from_millis(100);
+
+fn deadline_churn(c: &mut Criterion, p: &Peers) {
+    let mut g = c.benchmark_group("deadline_churn");
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    // Per hand-off (one wait): `iters` turns in all.
+    for (peer, timeout) in [
+        ("spindle_no_deadline", None),
+        ("spindle_deadline", Some(CHURN_TIMEOUT)),
+    ] {
+        let pairs = Placement::new();
+        let mut waits = Waits::default();
+        g.bench_function(peer, |b| {
+            b.iter_custom(|iters| {
+                spindle_turns(&p.spindle, handoffs(iters), timeout, &pairs, &mut waits)
+            })
+        });
+        if pairs.counts() != (0, 0) {
+            report_turns(&format!("deadline_churn/{peer}"), &pairs, waits);
+        }
+    }
+    for (peer, timeout) in [
+        ("tokio_no_timeout", None),
+        ("tokio_timeout", Some(CHURN_TIMEOUT)),
+    ] {
+        let timed_out = AtomicU64::new(0);
+        g.bench_function(peer, |b| {
+            b.iter_custom(|iters| tokio_turns(&p.tokio, handoffs(iters), timeout, &timed_out))
+        });
+        let late = timed_out.load(Ordering::Relaxed);
+        if late > 0 {
+            eprintln!("[deadline_churn/{peer}] {late} waits timed out");
+        }
+    }
+    g.finish();
+}
+
+// ------------------------------------------------------------- many_sleepers
+
+/// Tasks alive at once in `many_sleepers`.
+const SLEEPERS: u64 = 100_000;
+/// How long each of them sleeps.
+const SLEEPER_NAP: Duration = Duration::from_secs(1);
+/// The stack size of the many_sleepers spindle runtime (its minimum).
+const SMALL_STACK: usize = 16 * 1024;
+/// `vm.max_map_count` needed for 100 000 spindle stacks (two mappings each).
+const MAP_COUNT_NEEDED: u64 = 262_144;
+
+/// Bumped by every sleeper as it starts; read to know that all started.
+static STARTED: AtomicU64 = AtomicU64::new(0);
+/// Bumped by every sleeper as its sleep ends. A runtime whose spawns take
+/// longer than the nap never has all of them asleep at once: the memory is
+/// divided by the sleepers alive when it is read, `STARTED - WOKEN`.
+static WOKEN: AtomicU64 = AtomicU64::new(0);
+
+/// What one many_sleepers run measured.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    /// From the first spawn to the last join.
+    wall: Duration,
+    /// Resident bytes once every sleeper has started.
+    peak: u64,
+    /// Sleepers still asleep at that moment.
+    alive: u64,
+}
+
+/// The many_sleepers runs of one peer.
+///
+/// Memory is charged against one baseline, the resident size just before
+/// the peer's first run: a runtime that keeps stacks (or task memory) from
+/// one run for the next has them resident before the next run starts, and
+/// they must still count as what the sleeping tasks cost. The allocator's
+/// free memory is handed back before every run, so that what the allocator
+/// (not the runtime) keeps from one run does not count against the next.
+///
+/// The growth is divided two ways: by the tasks asleep when it is read
+/// (what a sleeping task costs, if the tasks that already finished gave
+/// everything back) and by all the tasks of the run (if they kept it, as
+/// stacks parked in a pool do). When every task is asleep at once the two
+/// agree.
+#[derive(Debug, Default)]
+struct RunLog {
+    /// VmRSS before the first spawn of the first run.
+    base: Option<u64>,
+    runs: Vec<Run>,
+}
+
+impl RunLog {
+    /// The baseline, taken now if this is the first run (after handing the
+    /// allocator's free memory back, so earlier benchmarks' garbage does not
+    /// make room for this one's tasks).
+    fn base(&mut self) -> u64 {
+        release_free_heap();
+        *self.base.get_or_insert_with(rss)
+    }
+
+    /// KiB per task asleep at the peak.
+    fn kib_per_task(&self, r: &Run) -> f64 {
+        sleepers::per_task(self.base.unwrap_or(0), r.peak, r.alive) / 1024.0
+    }
+
+    /// KiB per task of the run.
+    fn kib_per_spawned(&self, r: &Run) -> f64 {
+        sleepers::per_task(self.base.unwrap_or(0), r.peak, SLEEPERS) / 1024.0
+    }
+
+    fn report(&self, bench: &str) {
+        let Some(first) = self.runs.first() else {
+            return;
+        };
+        let mut per: Vec<f64> = self.runs.iter().map(|r| self.kib_per_task(r)).collect();
+        per.sort_by(f64::total_cmp);
+        let mut walls: Vec<Duration> = self.runs.iter().map(|r| r.wall).collect();
+        walls.sort();
+        let min_alive = self.runs.iter().map(|r| r.alive).min().unwrap_or(0);
+        let mut per_spawned: Vec<f64> = self.runs.iter().map(|r| self.kib_per_spawned(r)).collect();
+        per_spawned.sort_by(f64::total_cmp);
+        eprintln!(
+            "[{bench}] {} runs. wall: first {:.3?}, median {:.3?}, max {:.3?}. \
+             Fewest asleep at once: {min_alive} of {SLEEPERS}. Resident growth: first run \
+             {} MiB with {} asleep. Per task asleep: first {:.2} KiB, median {:.2}, max {:.2}. \
+             Per task of the run: first {:.2} KiB, median {:.2}, max {:.2}",
+            self.runs.len(),
+            first.wall,
+            walls[walls.len() / 2],
+            walls[walls.len() - 1],
+            first.peak.saturating_sub(self.base.unwrap_or(0)) >> 20,
+            first.alive,
+            self.kib_per_task(first),
+            per[per.len() / 2],
+            per[per.len() - 1],
+            self.kib_per_spawned(first),
+            per_spawned[per_spawned.len() / 2],
+            per_spawned[per_spawned.len() - 1],
+        );
+    }
+}
+
+/// Resets the sleeper counters for a new run.
+fn reset_counters() {
+    STARTED.store(0, Ordering::SeqCst);
+    WOKEN.store(0, Ordering::SeqCst);
+}
+
+/// The sleepers asleep now.
+fn alive() -> u64 {
+    STARTED.load(Ordering::SeqCst) - WOKEN.load(Ordering::SeqCst)
+}
+
+fn rss() -> u64 {
+    rss_bytes().expect("read VmRSS from /proc/self/status")
+}
+
+/// One many_sleepers run on spindle: returns the wall time and logs the run.
+fn spindle_many(rt: &spindle::Runtime, log: &mut RunLog) -> Duration {
+    let run = rt.block_on(|| {
+        reset_counters();
+        let _ = log.base();
+        let start = Instant::now();
+        let hs: Vec<_> = (0..SLEEPERS)
+            .map(|_| {
+                spindle::spawn(|| {
+                    STARTED.fetch_add(1, Ordering::Relaxed);
+                    spindle::sleep(SLEEPER_NAP).expect("nothing interrupts the sleepers");
+                    WOKEN.fetch_add(1, Ordering::Relaxed);
+                })
+            })
+            .collect();
+        while STARTED.load(Ordering::Relaxed) < SLEEPERS {
+            spindle::sleep(Duration::from_millis(1)).expect("nothing interrupts the spawner");
+        }
+        let (peak, alive) = (rss(), alive());
+        for h in hs {
+            h.join().expect("spindle sleeper failed");
+        }
+        let wall = start.elapsed();
+        Run { wall, peak, alive }
+    });
+    log.runs.push(run);
+    run.wall
+}
+
+/// One many_sleepers run on tokio.
+fn tokio_many(rt: &tokio::runtime::Runtime, log: &mut RunLog) -> Duration {
+    let _ = log.base();
+    let run = rt.block_on(async {
+        tokio::spawn(async move {
+            reset_counters();
+            let start = Instant::now();
+            let hs: Vec<_> = (0..SLEEPERS)
+                .map(|_| {
+                    tokio::spawn(async {
+                        STARTED.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(SLEEPER_NAP).await;
+                        WOKEN.fetch_add(1, Ordering::Relaxed);
+                    })
+                })
+                .collect();
+            while STARTED.load(Ordering::Relaxed) < SLEEPERS {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let (peak, alive) = (rss(), alive());
+            for h in hs {
+                h.await.expect("tokio sleeper failed");
+            }
+            let wall = start.elapsed();
+            Run { wall, peak, alive }
+        })
+        .await
+        .expect("tokio spawner failed")
+    });
+    log.runs.push(run);
+    run.wall
+}
+
+fn many_sleepers(c: &mut Criterion, p: &Peers) {
+    let mut g = c.benchmark_group("many_sleepers");
+    // One run is one iteration (~1.1 s): ten samples of one run each.
+    g.sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(Duration::from_secs(10));
+    match sleepers::max_map_count() {
+        Ok(n) if n >= MAP_COUNT_NEEDED => {
+            let rt = spindle::Runtime::builder()
+                .workers(2)
+                .stack_size(SMALL_STACK)
+                .build()
+                .expect("spindle runtime");
+            let mut log = RunLog::default();
+            g.bench_function("spindle", |b| {
+                b.iter_custom(|iters| full_batches(iters, 1, |_| spindle_many(&rt, &mut log)))
+            });
+            log.report("many_sleepers/spindle (16 KiB stacks)");
+            rt.shutdown();
+        }
+        found => eprintln!(
+            "[many_sleepers/spindle] SKIPPED: {SLEEPERS} tasks need vm.max_map_count >= \
+             {MAP_COUNT_NEEDED} (each stack is two mappings), found {found:?}; raise it with \
+             `sudo sysctl -w vm.max_map_count={MAP_COUNT_NEEDED}`"
+        ),
+    }
+    let mut log = RunLog::default();
+    g.bench_function("tokio", |b| {
+        b.iter_custom(|iters| full_batches(iters, 1, |_| tokio_many(&p.tokio, &mut log)))
+    });
+    log.report("many_sleepers/tokio");
+    // may is left out: its coroutines cannot reach 100 000 on a stock
+    // kernel (see docs/benchmarks-sleep.md).
+    g.finish();
+}
+
+// ---------------------------------------------------------------------- main
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    let peers = Peers::new();
+    sleep_lateness(&mut c, &peers);
+    interrupt_latency(&mut c, &peers);
+    pingpong_butex(&mut c, &peers);
+    deadline_churn(&mut c, &peers);
+    many_sleepers(&mut c, &peers);
+    c.final_summary();
+    // Shutting the runtimes down is part of the run: a hang here is a bug.
+    let Peers { spindle, tokio } = peers;
+    spindle.shutdown();
+    tokio.shutdown_timeout(Duration::from_secs(5));
+}
