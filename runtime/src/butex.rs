@@ -303,16 +303,6 @@ impl Butex {
     }
 }
 
-/// The effective deadline of a wait: its own, or the enclosing scope's if
-/// earlier. The flag says whether the scope's is the one that binds.
-fn effective_deadline(own: Option<Instant>) -> (Option<Instant>, bool) {
-    match (own, crate::time::scope_deadline()) {
-        (Some(d), Some(s)) if s < d => (Some(s), true),
-        (None, Some(s)) => (Some(s), true),
-        (d, _) => (d, false),
-    }
-}
-
 /// The shared body of every wait; `interruptible` is false for join.
 pub(crate) fn wait(
     butex: &Butex,
@@ -331,7 +321,7 @@ pub(crate) fn wait(
     if butex.value.load(Ordering::Acquire) != expected {
         return Err(WaitError::WouldBlock);
     }
-    let (deadline, by_scope) = effective_deadline(deadline);
+    let (deadline, by_scope) = crate::time::effective_deadline(deadline);
     let timed_out = if by_scope {
         WaitError::DeadlineExceeded
     } else {

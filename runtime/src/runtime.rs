@@ -181,7 +181,7 @@ impl Runtime {
         let t = unsafe { task::prepare_unchecked(&self.shared, None, None, body) }
             .unwrap_or_else(|e| panic!("Runtime::block_on failed to spawn: {e}"));
         task::start(&self.shared, t, false);
-        let handle: JoinHandle<()> = JoinHandle::from_prepared(t);
+        let handle: JoinHandle<()> = JoinHandle::new(t);
         crate::time::without_scope(|| {
             while t.join.value().load(Ordering::Acquire) == task::RUNNING {
                 let _ = crate::butex::wait(&t.join, task::RUNNING, None, false);

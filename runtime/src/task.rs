@@ -225,11 +225,8 @@ impl<T> fmt::Debug for JoinHandle<T> {
 }
 
 impl<T> JoinHandle<T> {
-    pub(crate) fn from_prepared(task: TaskRef) -> Self {
-        Self::new(task)
-    }
-
-    fn new(task: TaskRef) -> Self {
+    /// The handle of a task made by `prepare` (its second owner).
+    pub(crate) fn new(task: TaskRef) -> Self {
         JoinHandle {
             task,
             id: task.id(),

@@ -46,21 +46,13 @@ fn set_scope_deadline(d: Option<Instant>) {
 /// before it. Scopes nest, and the earliest deadline wins; the scope ends
 /// with `f`, even if `f` panics.
 pub fn with_deadline<R>(deadline: Instant, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<Instant>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            set_scope_deadline(self.0);
-        }
-    }
     let outer = scope_deadline();
-    let _restore = Restore(outer);
-    set_scope_deadline(Some(outer.map_or(deadline, |o| o.min(deadline))));
-    f()
+    scoped(Some(outer.map_or(deadline, |o| o.min(deadline))), f)
 }
 
-/// Runs `f` outside every deadline scope (for waits that must not be cut
-/// short, such as `block_on`'s).
-pub(crate) fn without_scope<R>(f: impl FnOnce() -> R) -> R {
+/// Runs `f` with the scope deadline set to `d`, restoring the enclosing one
+/// when `f` returns or panics.
+fn scoped<R>(d: Option<Instant>, f: impl FnOnce() -> R) -> R {
     struct Restore(Option<Instant>);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -68,8 +60,25 @@ pub(crate) fn without_scope<R>(f: impl FnOnce() -> R) -> R {
         }
     }
     let _restore = Restore(scope_deadline());
-    set_scope_deadline(None);
+    set_scope_deadline(d);
     f()
+}
+
+/// A wait's own deadline folded with the enclosing scope's: the earlier one,
+/// and whether it is the scope's (the wait then fails with
+/// `DeadlineExceeded` rather than a plain timeout).
+pub(crate) fn effective_deadline(own: Option<Instant>) -> (Option<Instant>, bool) {
+    match (own, scope_deadline()) {
+        (Some(d), Some(s)) if s < d => (Some(s), true),
+        (None, Some(s)) => (Some(s), true),
+        (d, _) => (d, false),
+    }
+}
+
+/// Runs `f` outside every deadline scope (for waits that must not be cut
+/// short, such as `block_on`'s).
+pub(crate) fn without_scope<R>(f: impl FnOnce() -> R) -> R {
+    scoped(None, f)
 }
 
 /// Sleeps for `d`; see [`sleep_until`]. `Duration::ZERO` yields.
@@ -128,12 +137,7 @@ fn sleep_inner(deadline: Option<Instant>) -> Result<(), SleepError> {
 }
 
 fn sleep_thread(deadline: Option<Instant>) -> Result<(), SleepError> {
-    let scope = THREAD_DEADLINE.with(|d| d.get());
-    let (until, by_scope) = match (deadline, scope) {
-        (Some(d), Some(s)) if s < d => (Some(s), true),
-        (None, Some(s)) => (Some(s), true),
-        (d, _) => (d, false),
-    };
+    let (until, by_scope) = effective_deadline(deadline);
     match until {
         None => loop {
             std::thread::park();

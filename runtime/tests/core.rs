@@ -385,16 +385,19 @@ fn is_finished_reports_the_end() {
 #[test]
 fn shutdown_cancels_queued_tasks_and_returns() {
     let rt = rt(1);
-    let gate = Arc::new(spindle::Butex::new(0));
-    let g = gate.clone();
-    // Occupy the only worker, then queue more behind it.
-    let blocker = rt.spawn(move || {
-        while g.value().load(Ordering::Acquire) == 0 {
-            let _ = g.wait(0, None);
-        }
+    // A task that never finishes on its own: it is in the ready queue at
+    // every scheduling point, so shutdown finds it queued and cancels it.
+    let started = Arc::new(AtomicBool::new(false));
+    let s = started.clone();
+    let forever = rt.spawn(move || loop {
+        s.store(true, Ordering::SeqCst);
+        spindle::yield_now();
     });
-    let _ = blocker.id();
+    while !started.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
     rt.shutdown();
+    assert!(matches!(forever.join(), Err(spindle::JoinError::Cancelled)));
 }
 
 /// Regression: tasks spawned from a plain thread ran only when a worker had
