@@ -113,6 +113,7 @@ impl Shared {
         let g = self
             .group(home)
             .expect("a started task's home worker exists");
+        task.enqueued();
         g.remote.push(task);
         self.idle.notify_worker(&g.sleeping, g.lot);
     }

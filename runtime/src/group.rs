@@ -172,6 +172,7 @@ impl TaskGroup {
     /// Queues a never-run task on this worker (stealable) and wakes a worker
     /// to take it if none is looking.
     pub(crate) fn push_fresh(&self, t: TaskRef) {
+        t.enqueued();
         // The new task takes the LIFO slot; the one it displaces joins the
         // deque. Release: a thief's acquiring swap sees the prepared task.
         let old = self.me().lifo.swap(t.as_ptr(), AcqRel);
@@ -194,6 +195,7 @@ impl TaskGroup {
 
     /// Makes a started task of this worker runnable again.
     pub(crate) fn push_ready(&self, t: TaskRef) {
+        t.enqueued();
         self.ready.push_back(t);
     }
 
@@ -377,6 +379,7 @@ impl TaskGroup {
 
     /// Runs `t` until it suspends, then acts on why it did.
     fn run_task(&self, t: TaskRef) {
+        t.dequeued();
         if t.home() == NO_HOME {
             t.set_home(self.index);
         }
@@ -404,14 +407,15 @@ impl TaskGroup {
         self.current.set(None);
         GroupStats::bump(&self.me().stats.switches);
         match outcome {
-            CoroutineResult::Yield(Suspend::Yield) => self.ready.push_back(t),
+            CoroutineResult::Yield(Suspend::Yield) => self.push_ready(t),
             CoroutineResult::Yield(Suspend::Wait(node)) => {
                 // SAFETY: the node lives on `t`'s stack, which cannot resume
                 // before `block` makes it runnable again.
                 butex::block(self, t, unsafe { &*node })
             }
             CoroutineResult::Yield(Suspend::Urgent(child)) => {
-                self.ready.push_back(t);
+                self.push_ready(t);
+                child.enqueued();
                 self.next.set(Some(child));
             }
             CoroutineResult::Return(()) => self.finish(t),
@@ -452,6 +456,7 @@ impl TaskGroup {
                     }
                 });
             let Some(t) = t else { break };
+            t.dequeued();
             if t.home() == NO_HOME {
                 t.set_home(self.index);
             }

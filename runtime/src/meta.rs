@@ -177,6 +177,11 @@ pub(crate) struct TaskMeta {
     pub(crate) errno: UnsafeCell<i32>,
     /// The earliest deadline of the enclosing `with_deadline` scopes.
     pub(crate) deadline: UnsafeCell<Option<std::time::Instant>>,
+    /// Debug builds check that a task is queued at most once at a time, so
+    /// that a double wake-up (which would resume a stack twice) fails loudly
+    /// where it happens.
+    #[cfg(debug_assertions)]
+    queued: AtomicBool,
 }
 
 // SAFETY: a TaskMeta is shared between threads by design. Its atomics and
@@ -215,7 +220,32 @@ impl TaskMeta {
             }),
             errno: UnsafeCell::new(0),
             deadline: UnsafeCell::new(None),
+            #[cfg(debug_assertions)]
+            queued: AtomicBool::new(false),
         }
+    }
+
+    /// Notes that the task enters a run queue (debug builds: it must be in
+    /// none).
+    #[inline]
+    pub(crate) fn enqueued(&self) {
+        #[cfg(debug_assertions)]
+        assert!(
+            !self.queued.swap(true, Ordering::AcqRel),
+            "{} made runnable twice",
+            self.id()
+        );
+    }
+
+    /// Notes that the task left its run queue to run (or to be cancelled).
+    #[inline]
+    pub(crate) fn dequeued(&self) {
+        #[cfg(debug_assertions)]
+        assert!(
+            self.queued.swap(false, Ordering::AcqRel),
+            "{} run without being runnable",
+            self.id()
+        );
     }
 
     pub(crate) fn id(&self) -> TaskId {

@@ -201,6 +201,7 @@ pub(crate) fn start(shared: &Shared, t: TaskRef, urgent: bool) {
             _ => g.push_fresh(t),
         },
         None => {
+            t.enqueued();
             shared.injector.push(t);
             shared.idle.notify_work(0);
         }
