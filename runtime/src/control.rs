@@ -15,9 +15,6 @@ use crate::stack::StackPool;
 use crossbeam_deque::{Injector, Stealer};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 
-/// The `sleeping` flag is part of the idle protocol, so it is loom's under
-/// `--cfg loom`.
-type SleepFlag = spindle_parking::loom::sync::atomic::AtomicBool;
 use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
 
@@ -59,10 +56,6 @@ pub(crate) struct GroupShared {
     pub(crate) stealer: Stealer<TaskRef>,
     /// The task this worker spawned last (never run; see `group.rs`).
     pub(crate) lifo: std::sync::atomic::AtomicPtr<crate::meta::TaskMeta>,
-    /// Set while the worker is parked or about to park.
-    pub(crate) sleeping: SleepFlag,
-    /// The lot this worker parks on.
-    pub(crate) lot: usize,
     pub(crate) stats: GroupStats,
 }
 
@@ -88,7 +81,7 @@ impl Shared {
         Shared {
             groups: (0..MAX_WORKERS).map(|_| OnceLock::new()).collect(),
             workers: AtomicUsize::new(0),
-            idle: Idle::default(),
+            idle: Idle::new(MAX_WORKERS),
             injector: Injector::new(),
             stacks: StackPool::new(config.stack_size),
             stopping: AtomicBool::new(false),
@@ -115,6 +108,6 @@ impl Shared {
             .expect("a started task's home worker exists");
         task.enqueued();
         g.remote.push(task);
-        self.idle.notify_worker(&g.sleeping, g.lot);
+        self.idle.notify_worker(home);
     }
 }

@@ -34,7 +34,6 @@
 
 use crate::butex::{self, WaitNode};
 use crate::control::{GroupShared, GroupStats, Shared};
-use crate::idle::LOTS;
 use crate::meta::{self, TaskRef, NO_HOME};
 use crate::overflow;
 use crate::queue::LocalQueue;
@@ -165,10 +164,6 @@ impl TaskGroup {
         self.shared.group(self.index).expect("own group exists")
     }
 
-    pub(crate) fn lot(&self) -> usize {
-        self.index % LOTS
-    }
-
     /// Queues a never-run task on this worker (stealable) and wakes a worker
     /// to take it if none is looking.
     pub(crate) fn push_fresh(&self, t: TaskRef) {
@@ -180,7 +175,7 @@ impl TaskGroup {
             // SAFETY: only never-run tasks from the task table enter the slot.
             self.fresh.push(unsafe { TaskRef::from_ptr(old) });
         }
-        self.shared.idle.notify_work(self.lot());
+        self.shared.idle.notify_work(self.index);
     }
 
     /// Takes a group's LIFO task, if it has one.
@@ -217,7 +212,7 @@ impl TaskGroup {
                 if searching {
                     searching = false;
                     let more = !self.fresh.is_empty() || !self.shared.injector.is_empty();
-                    self.shared.idle.found_work(self.lot(), more);
+                    self.shared.idle.found_work(self.index, more);
                 }
                 self.run_task(t);
             } else if !searching {
@@ -364,8 +359,7 @@ impl TaskGroup {
         // Park (see idle.rs for the handshake).
         let me = self.me();
         let (slept, found) = self.shared.idle.park(
-            self.lot(),
-            &me.sleeping,
+            self.index,
             searching,
             || self.shared.stopping.load(Relaxed),
             || self.next_local().or_else(|| self.steal(true)),

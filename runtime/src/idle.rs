@@ -3,21 +3,28 @@
 //! Wake-ups are futex syscalls (3-5 µs on a VM), so they are made only when
 //! they are needed. Two counters describe the idle workers: `searching`
 //! (awake, looking for work: they will find new work on their own) and
-//! `parked` (on a lot, or about to be). Work comes in two kinds:
+//! `parked` (on a lot, or about to be). Each worker also has a park state:
+//! `AWAKE`, `PARKED`, or `NOTIFIED` (parked, and picked by a producer to go
+//! and search). Work comes in two kinds:
 //!
 //! - *Stealable* work (a new task): after pushing it, a producer calls
 //!   [`Idle::notify_work`], which wakes a worker only if none is searching and
-//!   some is parked, and then at most 2 ([`Idle::signal_task`]), trying the
-//!   lots in turn from the caller's own.
+//!   some is parked. It picks one `PARKED` worker, moves it to `NOTIFIED`,
+//!   counts it as searching *on its behalf*, then signals its lot. So the
+//!   spawns that follow while the woken worker is still on its way (tens of
+//!   µs on a VM) see a searcher and make no syscall: one wake-up per burst,
+//!   not one per spawn (tokio's "notified worker is searching" rule). The
+//!   worker, leaving its park, finds `NOTIFIED` and takes over that count.
 //! - *Pinned* work (a started task woken by another thread; it may only run
 //!   on its home worker, see `docs/safety.md`): after pushing it on the home
 //!   worker's remote queue, [`Idle::notify_worker`] wakes that worker only if
-//!   its `sleeping` flag is set. A lot may be shared by several workers
-//!   (worker `i` parks on lot `i % 4`), so that wake goes to every waiter of
-//!   the lot: at most `workers / 4` threads, and only when they are all idle.
+//!   it is not awake.
+//!
+//! A lot may be shared by several workers (worker `i` parks on lot `i % 4`),
+//! so a wake goes to every waiter of the lot: at most `workers / 4` threads.
 //!
 //! Both are store-buffering handshakes with a parking worker ([`Idle::park`]):
-//! it reads its lot's state, publishes `parked`/`sleeping`, then looks for
+//! it reads its lot's state, publishes `PARKED` and `parked`, then looks for
 //! work one last time; a producer publishes the work, then reads the flags.
 //! Each side has a `SeqCst` fence between its write and its read, so either
 //! the last look finds the work, or the producer sees the worker and signals
@@ -25,7 +32,7 @@
 //! returns at once. `tests::loom_*` model-check this code.
 
 use spindle_parking::loom::sync::atomic::{
-    fence, AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,
+    fence, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,
 };
 use spindle_parking::ParkingLot;
 
@@ -35,17 +42,51 @@ pub(crate) const LOTS: usize = 4;
 /// wake-ups (bthread's `signal_task` cap).
 const MAX_SIGNAL: usize = 2;
 
+// A worker's park state.
+const AWAKE: u8 = 0;
+const PARKED: u8 = 1;
+const NOTIFIED: u8 = 2;
+
 /// The idle state of one runtime; see the module docs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Idle {
     pub(crate) lots: [ParkingLot; LOTS],
-    searching: AtomicUsize,
+    /// Per worker: `AWAKE`, `PARKED` or `NOTIFIED`.
+    states: Box<[AtomicU8]>,
+    /// Workers registered so far (`states[..workers]` are in use).
+    workers: AtomicUsize,
+    /// Workers looking for work, counting notified ones still on their way.
+    /// Signed: a notified worker may take its count over a moment before the
+    /// notifier adds it; a negative reading only makes producers wake more.
+    searching: AtomicIsize,
     parked: AtomicUsize,
     /// Threads woken by signals, for stats.
     pub(crate) wakeups: AtomicU64,
 }
 
 impl Idle {
+    /// The idle state of a runtime of at most `max_workers` workers.
+    pub(crate) fn new(max_workers: usize) -> Self {
+        Idle {
+            lots: Default::default(),
+            states: (0..max_workers).map(|_| AtomicU8::new(AWAKE)).collect(),
+            workers: AtomicUsize::new(0),
+            searching: AtomicIsize::new(0),
+            parked: AtomicUsize::new(0),
+            wakeups: AtomicU64::new(0),
+        }
+    }
+
+    /// Registers worker `workers()`; call before it starts.
+    pub(crate) fn add_worker(&self) {
+        self.workers.fetch_add(1, SeqCst);
+    }
+
+    /// The lot worker `w` parks on.
+    pub(crate) fn lot_of(w: usize) -> usize {
+        w % LOTS
+    }
+
     /// A worker starts looking for work.
     pub(crate) fn start_searching(&self) {
         self.searching.fetch_add(1, SeqCst);
@@ -57,9 +98,9 @@ impl Idle {
     /// somebody was searching, is still spread. (Without `more`, every wake
     /// of a parked worker for one pinned task would wake a second worker
     /// for nothing.)
-    pub(crate) fn found_work(&self, lot: usize, more: bool) {
+    pub(crate) fn found_work(&self, me: usize, more: bool) {
         if self.searching.fetch_sub(1, SeqCst) == 1 && more {
-            self.notify_work(lot);
+            self.notify_work(me);
         }
     }
 
@@ -68,64 +109,79 @@ impl Idle {
         self.searching.fetch_sub(1, SeqCst);
     }
 
-    /// Called after pushing stealable work.
+    /// Called after pushing stealable work; `from` is the pushing worker
+    /// (any index from a plain thread), where the search for a parked
+    /// worker starts.
     #[inline]
-    pub(crate) fn notify_work(&self, from_lot: usize) {
+    pub(crate) fn notify_work(&self, from: usize) {
         fence(SeqCst);
         if self.searching.load(Relaxed) > 0 || self.parked.load(Relaxed) == 0 {
             return;
         }
-        self.signal_task(1, from_lot);
+        self.signal_task(1, from);
     }
 
-    /// Wakes up to `n` (at most [`MAX_SIGNAL`]) parked workers, trying the
-    /// lots in turn from `from_lot`. Every lot it tries has its state moved,
-    /// so a worker on its way to park there does not sleep through this.
-    pub(crate) fn signal_task(&self, n: usize, from_lot: usize) {
+    /// Wakes up to `n` (at most [`MAX_SIGNAL`]) parked workers, each made a
+    /// searcher; see the module docs. Returns how many were picked.
+    pub(crate) fn signal_task(&self, n: usize, from: usize) -> usize {
         let n = n.min(MAX_SIGNAL);
-        let mut woken = 0;
-        for i in 0..LOTS {
-            woken += self.lots[(from_lot + i) % LOTS].signal((n - woken) as u32);
-            if woken >= n {
+        let workers = self.workers.load(Relaxed);
+        let mut picked = 0;
+        for i in 1..=workers {
+            if picked == n {
                 break;
             }
+            let w = (from + i) % workers;
+            let state = &self.states[w];
+            if state.load(Relaxed) == PARKED
+                && state
+                    .compare_exchange(PARKED, NOTIFIED, SeqCst, Relaxed)
+                    .is_ok()
+            {
+                self.searching.fetch_add(1, SeqCst);
+                self.signal_lot(Self::lot_of(w));
+                picked += 1;
+            }
         }
+        picked
+    }
+
+    /// Wakes every waiter of `lot`, and moves its state so that a worker on
+    /// its way to wait there does not sleep through this.
+    fn signal_lot(&self, lot: usize) {
+        let woken = self.lots[lot].signal(u32::MAX);
         if woken > 0 {
             self.wakeups.fetch_add(woken as u64, Relaxed);
         }
     }
 
-    /// Called after pushing work pinned to the worker whose flag is
-    /// `sleeping` and who parks on `lot`.
+    /// Called after pushing work pinned to worker `w`.
     #[inline]
-    pub(crate) fn notify_worker(&self, sleeping: &AtomicBool, lot: usize) {
+    pub(crate) fn notify_worker(&self, w: usize) {
         fence(SeqCst);
-        if sleeping.load(Relaxed) {
-            let woken = self.lots[lot].signal(u32::MAX);
-            if woken > 0 {
-                self.wakeups.fetch_add(woken as u64, Relaxed);
-            }
+        if self.states[w].load(Relaxed) != AWAKE {
+            self.signal_lot(Self::lot_of(w));
         }
     }
 
-    /// Parks the calling worker on `lot` unless `last_look` finds work (which
-    /// is then returned) or `stopping` says the runtime stops; `until` bounds
-    /// the sleep. The worker was searching if `searching` is set; it is not
-    /// searching afterwards. Returns whether the worker actually slept, and
-    /// the work found.
+    /// Parks worker `me` on its lot unless `last_look` finds work (which is
+    /// then returned) or `stopping` says the runtime stops; `until` bounds
+    /// the sleep. `searching` says whether the worker is a searcher; the
+    /// worker gives that up to park, and comes back a searcher if a producer
+    /// picked it (see the module docs). Returns whether the worker actually
+    /// slept, and the work found.
     pub(crate) fn park<T>(
         &self,
-        lot: usize,
-        sleeping: &AtomicBool,
+        me: usize,
         searching: &mut bool,
         stopping: impl Fn() -> bool,
         last_look: impl FnOnce() -> Option<T>,
         until: Option<std::time::Instant>,
     ) -> (bool, Option<T>) {
-        let lot = &self.lots[lot];
+        let lot = &self.lots[Self::lot_of(me)];
         // The state is read BEFORE the last look (see ParkingLot's docs).
-        let state = lot.state();
-        sleeping.store(true, Relaxed);
+        let lot_state = lot.state();
+        self.states[me].store(PARKED, Relaxed);
         self.parked.fetch_add(1, SeqCst);
         if *searching {
             *searching = false;
@@ -135,9 +191,12 @@ impl Idle {
         let found = last_look();
         let slept = found.is_none() && !stopping();
         if slept {
-            lot.wait_until(state, until);
+            lot.wait_until(lot_state, until);
         }
-        sleeping.store(false, Relaxed);
+        if self.states[me].swap(AWAKE, SeqCst) == NOTIFIED {
+            // A producer counted us as searching: take the count over.
+            *searching = true;
+        }
         self.parked.fetch_sub(1, SeqCst);
         (slept, found)
     }
@@ -153,6 +212,7 @@ impl Idle {
 #[cfg(all(test, loom))]
 mod tests {
     use super::*;
+    use loom::sync::atomic::AtomicBool;
     use loom::sync::Arc;
     use loom::thread;
 
@@ -184,10 +244,9 @@ mod tests {
         }
     }
 
-    /// A plain stand-in for a worker: its pinned queue and its flag.
+    /// A plain stand-in for a worker: its pinned queue.
     struct W {
         pinned: Slot,
-        sleeping: AtomicBool,
     }
 
     struct Rt {
@@ -221,7 +280,6 @@ mod tests {
                 rt.idle
                     .park(
                         me,
-                        &rt.workers[me].sleeping,
                         &mut searching,
                         || rt.stopping.load(SeqCst),
                         look,
@@ -255,20 +313,14 @@ mod tests {
     }
 
     fn runtime() -> Arc<Rt> {
+        let idle = Idle::new(2);
+        idle.add_worker();
+        idle.add_worker();
         Arc::new(Rt {
-            idle: Idle::default(),
+            idle,
             stealable: Slot::new(),
             stealable2: Slot::new(),
-            workers: [
-                W {
-                    pinned: Slot::new(),
-                    sleeping: AtomicBool::new(false),
-                },
-                W {
-                    pinned: Slot::new(),
-                    sleeping: AtomicBool::new(false),
-                },
-            ],
+            workers: [W { pinned: Slot::new() }, W { pinned: Slot::new() }],
             done: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
         })
@@ -304,7 +356,7 @@ mod tests {
             let rt = runtime();
             let ws = start_workers(&rt, 1);
             rt.workers[1].pinned.push(9);
-            rt.idle.notify_worker(&rt.workers[1].sleeping, 1);
+            rt.idle.notify_worker(1);
             let ran: Vec<Vec<u32>> = ws.into_iter().map(|w| w.join().unwrap()).collect();
             assert_eq!(ran, [vec![], vec![9]]);
         });
@@ -332,6 +384,34 @@ mod tests {
             let mut ran: Vec<u32> = ws.into_iter().flat_map(|w| w.join().unwrap()).collect();
             ran.sort();
             assert_eq!(ran, [7, 8]);
+        });
+    }
+
+    /// A pinned wake-up (which wakes its worker without making it a
+    /// searcher) racing a notification of stealable work (which picks a
+    /// parked worker and makes it one): both tasks run, the pinned one on
+    /// its own worker, and no searcher count is left behind.
+    #[test]
+    fn loom_pinned_and_stealable_wakes_race() {
+        model(|| {
+            let rt = runtime();
+            let ws = start_workers(&rt, 2);
+            let other = {
+                let rt = rt.clone();
+                thread::spawn(move || {
+                    rt.workers[0].pinned.push(9);
+                    rt.idle.notify_worker(0);
+                })
+            };
+            rt.stealable.push(7);
+            rt.idle.notify_work(1);
+            other.join().unwrap();
+            let ran: Vec<Vec<u32>> = ws.into_iter().map(|w| w.join().unwrap()).collect();
+            assert!(ran[0].contains(&9), "the pinned task ran on its worker");
+            let mut all: Vec<u32> = ran.concat();
+            all.sort();
+            assert_eq!(all, [7, 9]);
+            assert_eq!(rt.idle.searching.load(SeqCst), 0, "no searcher left over");
         });
     }
 }

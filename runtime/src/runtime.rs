@@ -10,7 +10,6 @@
 use crate::control::{Config, GroupShared, GroupStats, Shared, MAX_WORKERS};
 use crate::error::{JoinError, SetWorkersError};
 use crate::group::{self, TaskGroup};
-use crate::idle::LOTS;
 use crate::stack;
 use crate::task::{self, JoinHandle};
 use crossbeam_deque::Worker;
@@ -239,13 +238,12 @@ impl Runtime {
                 remote: crate::queue::RemoteQueue::new(),
                 stealer: fresh.stealer(),
                 lifo: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
-                sleeping: spindle_parking::loom::sync::atomic::AtomicBool::new(false),
-                lot: i % LOTS,
                 stats: GroupStats::default(),
             };
             if shared.groups[i].set(gs).is_err() {
                 unreachable!("worker {i} registered twice");
             }
+            shared.idle.add_worker();
             let sh = shared.clone();
             let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
             let h = std::thread::Builder::new()
