@@ -28,11 +28,20 @@ use crate::slot::{Entry, SlotTable};
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 
 /// A bucket is compacted only when it holds at least this many entries:
-/// below that, a reallocation is cheaper than a pass over the slots.
+/// below that, a reallocation is cheaper than a pass over the slots. Both of
+/// a bucket's `Vec`s start with this capacity ([`new_entries`]), so that a
+/// full one is always compacted before it grows: otherwise a bucket whose
+/// timer thread collected it often while it was young keeps a small `Vec`,
+/// and an arm+cancel loop allocates each time a slow collection lets it fill.
 #[cfg(not(loom))]
-const COMPACT_MIN: usize = 1024;
+pub(crate) const COMPACT_MIN: usize = 256;
 #[cfg(loom)]
-const COMPACT_MIN: usize = 2;
+pub(crate) const COMPACT_MIN: usize = 2;
+
+/// An empty entry list with room for [`COMPACT_MIN`] entries.
+pub(crate) fn new_entries() -> Vec<Entry> {
+    Vec::with_capacity(COMPACT_MIN)
+}
 
 /// The timer thread is stopping: nothing may be pushed any more.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +78,7 @@ impl Bucket {
     pub(crate) fn new() -> Self {
         Bucket {
             inner: Mutex::new(Inner {
-                entries: Vec::new(),
+                entries: new_entries(),
                 nearest_run_time: NEVER,
                 stopped: false,
             }),

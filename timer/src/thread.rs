@@ -82,7 +82,7 @@
 //! timer (`ARMED -> IDLE`, so a racing `unschedule` answers `NotFound`) and
 //! drops its callback without running it.
 
-use crate::bucket::{Bucket, FastMod, Stopped};
+use crate::bucket::{self, Bucket, FastMod, Stopped};
 use crate::callback::Callback;
 use crate::clock::{self, NEVER};
 use crate::heap::TimerHeap;
@@ -342,7 +342,7 @@ impl TimerThread {
             shared: shared.clone(),
             pool: pool.clone(),
             heap: TimerHeap::new(),
-            spares: (0..options.num_buckets).map(|_| Vec::new()).collect(),
+            spares: (0..options.num_buckets).map(|_| bucket::new_entries()).collect(),
             awake_since: clock::now_ns(),
             spin: SpinBudget::new(clock::duration_ns(options.spin), clock::now_ns()),
         };
