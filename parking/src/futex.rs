@@ -131,6 +131,21 @@ fn monotonic_timespec_of(deadline: Instant) -> Option<libc::timespec> {
 
 pub use imp::Futex;
 
+/// Sets the calling thread's timer slack (`prctl(PR_SET_TIMERSLACK)`) to
+/// `ns` nanoseconds (at least 1: 0 would mean "the default"). Linux lets a
+/// timed wait of a normal thread end up to 50 µs late by default; threads
+/// whose timed waits must be punctual (the timer thread, workers parked until
+/// a task's sleep is due) set it low.
+pub fn set_timer_slack(ns: u64) -> std::io::Result<()> {
+    let ns = libc::c_ulong::try_from(ns.max(1)).unwrap_or(libc::c_ulong::MAX);
+    // SAFETY: PR_SET_TIMERSLACK reads one unsigned long argument and changes
+    // only the calling thread's slack.
+    match unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 #[cfg(not(loom))]
 mod imp {
     use std::sync::atomic::AtomicU32;

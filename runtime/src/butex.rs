@@ -365,6 +365,9 @@ pub(crate) fn wait(
 fn wait_task(t: TaskRef, node: &WaitNode) -> u32 {
     group::suspend(t, Suspend::Wait(node));
     // Step 5 of the module docs: we run again, so somebody ended the wait.
+    if let Some(g) = group::current_group() {
+        g.forget_sleep(node);
+    }
     if node.interruptible {
         t.lock_interrupts().waiting = ptr::null();
     }
@@ -476,23 +479,43 @@ pub(crate) fn block(g: &TaskGroup, t: TaskRef, node: &WaitNode) {
         return;
     }
     if let Some(deadline) = node.deadline {
-        if ptr::eq(butex, &t.sleep) {
-            // A sleep: its worker stays awake around the deadline (group.rs).
-            g.note_sleep(deadline);
-        }
         let node_ptr = NodePtr(node);
         let armed = timer().schedule(deadline, move || {
             let np = node_ptr;
             on_timeout(np.0)
         });
         match armed {
-            // SAFETY: `t` cannot run before this worker returns to its loop,
-            // so nothing reads `timer` concurrently.
-            Ok(id) => unsafe { *node.timer.get() = Some(id) },
+            Ok(id) => {
+                // SAFETY: `t` cannot run before this worker returns to its
+                // loop, so nothing reads `timer` concurrently.
+                unsafe { *node.timer.get() = Some(id) };
+                if ptr::eq(butex, &t.sleep) {
+                    // A sleep: its worker may end it itself (group.rs).
+                    g.note_sleep(deadline, node);
+                }
+            }
             // The timer thread is gone (process teardown): time out now
             // rather than sleep forever.
             Err(_) => on_timeout(node),
         }
+    }
+}
+
+/// Ends a task's sleep at its deadline on behalf of its timer, when the
+/// sleeping task's own worker, idle, gets there first (see `DueSleep` in
+/// group.rs). Cancels the timer; if that wins, does what its callback would
+/// have done. Otherwise the callback runs, or ran, and delivers.
+///
+/// # Safety
+/// `node` is the node of a wait whose task has not resumed, and this runs on
+/// that task's worker (so it cannot resume meanwhile).
+pub(crate) unsafe fn end_sleep_early(node: &WaitNode) {
+    // SAFETY: written in `block` before the node was noted, on this thread.
+    let Some(id) = (unsafe { *node.timer.get() }) else {
+        return;
+    };
+    if timer().unschedule(id) == Unschedule::Removed {
+        on_timeout(node);
     }
 }
 
@@ -772,6 +795,49 @@ mod tests {
             assert!(interrupter.join().unwrap().is_none());
             assert_eq!(outcome, INTERRUPTED, "the interrupt ended this wait");
             assert!(!st.0.lock().unwrap().pending, "and was consumed once");
+        });
+    }
+
+    /// The sleeper's own worker ends a due sleep (`end_sleep_early`: cancel
+    /// the timer, and if that wins, run its callback) while the timer thread
+    /// fires and an interrupter strikes: still exactly one outcome, the
+    /// callback runs at most once, and a losing interrupt is remembered.
+    #[test]
+    fn loom_a_worker_ending_a_due_sleep_races_its_timer() {
+        loom_model(|| {
+            let butex = Arc::new(Butex::new(0));
+            let m = model(&butex, thread::current());
+            link(&m);
+            let timer = {
+                let m = m.clone();
+                thread::spawn(move || fire_timer(&m))
+            };
+            let interrupter = {
+                let m = m.clone();
+                thread::spawn(move || {
+                    let mut st = InterruptState {
+                        pending: false,
+                        waiting: &m.node,
+                    };
+                    assert!(interrupt_locked(&mut st).is_none());
+                    st.pending
+                })
+            };
+            // The worker, on the sleeper's thread before it resumes: the
+            // cancel half of `end_sleep_early`, then the callback if it won.
+            if m.timer
+                .compare_exchange(ARMED, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                on_timeout(&m.node);
+            }
+            let outcome = wait(&m);
+            timer.join().unwrap();
+            let interrupt_pending = interrupter.join().unwrap();
+            assert!(matches!(outcome, TIMED_OUT | INTERRUPTED));
+            assert_eq!(!interrupt_pending, outcome == INTERRUPTED);
+            assert!(m.node.timer_done.load(Ordering::Acquire) || outcome == INTERRUPTED);
+            assert!(butex.lock().front().is_none(), "the node left the list");
         });
     }
 }

@@ -54,9 +54,12 @@ const REMOTE_TICK: u32 = 31;
 /// work instead of parking: waking a parked thread takes tens of µs on a VM
 /// (about 70 µs measured here), which would all be added to the sleep.
 const SLEEP_SPIN_AHEAD: Duration = Duration::from_micros(150);
-/// ... and keeps looking until this long after the deadline, for the timer
-/// thread's callback to arrive.
-const SLEEP_SPIN_AFTER: Duration = Duration::from_micros(200);
+/// Within this long of such a deadline the worker polls the clock without
+/// `pause`s between its looks: a round of them can last over a µs.
+const SLEEP_POLL_WINDOW: Duration = Duration::from_micros(10);
+
+/// The timer slack of worker threads, in ns.
+const WORKER_TIMER_SLACK_NS: u64 = 1_000;
 
 /// Rounds of searching before a thief takes another worker's LIFO task:
 /// about a microsecond, the time its owner needs to switch to it.
@@ -118,10 +121,23 @@ pub(crate) struct TaskGroup {
     tick: Cell<u32>,
     /// A task that must run next (after `spawn_urgent`).
     next: Cell<Option<TaskRef>>,
-    /// The earliest deadline of this worker's sleeping tasks, as far as it
-    /// knows (a sleep ended early by an interrupt is not forgotten until its
-    /// deadline passes; that only costs a short spin).
-    next_sleep: Cell<Option<Instant>>,
+    /// The sleep of this worker's tasks that ends first, as far as the
+    /// worker knows (see [`DueSleep`]).
+    next_sleep: Cell<Option<DueSleep>>,
+}
+
+/// A sleep a worker ends itself if it is idle when the sleep is due, rather
+/// than wait for the timer thread's callback and a wake-up: that is what
+/// makes an idle runtime's sleeps accurate to a few µs. The worker cancels
+/// the sleep's timer and, if that wins (`Unschedule::Removed`), runs the
+/// callback itself; if the timer thread got there first, it delivers.
+///
+/// The record is cleared by the sleeping task when it resumes (on this same
+/// thread), so while it is set the task is blocked and `node` is alive.
+#[derive(Clone, Copy)]
+struct DueSleep {
+    deadline: Instant,
+    node: *const WaitNode,
 }
 
 impl std::fmt::Debug for TaskGroup {
@@ -152,12 +168,36 @@ impl TaskGroup {
         }
     }
 
-    /// Notes that a task of this worker sleeps until `deadline`.
-    pub(crate) fn note_sleep(&self, deadline: Instant) {
+    /// Notes that a task of this worker sleeps on `node` until `deadline`,
+    /// with its timer armed; see [`DueSleep`].
+    pub(crate) fn note_sleep(&self, deadline: Instant, node: &WaitNode) {
         match self.next_sleep.get() {
-            Some(d) if d <= deadline => {}
-            _ => self.next_sleep.set(Some(deadline)),
+            Some(s) if s.deadline <= deadline => {}
+            _ => self.next_sleep.set(Some(DueSleep { deadline, node })),
         }
+    }
+
+    /// Called by a task resuming from a wait on `node`: forgets the node.
+    pub(crate) fn forget_sleep(&self, node: &WaitNode) {
+        if self.next_sleep.get().is_some_and(|s| ptr::eq(s.node, node)) {
+            self.next_sleep.set(None);
+        }
+    }
+
+    /// Ends the noted sleep if it is due at `now`; its task is then in the
+    /// ready queue.
+    fn end_due_sleep(&self, now: Instant) {
+        let Some(s) = self.next_sleep.get() else {
+            return;
+        };
+        if now < s.deadline {
+            return;
+        }
+        self.next_sleep.set(None);
+        // SAFETY: see `DueSleep`: the record was set, so the task has not
+        // resumed and its node is alive; this worker runs its tasks, so it
+        // cannot resume while we use the node.
+        unsafe { butex::end_sleep_early(&*s.node) };
     }
 
     pub(crate) fn me(&self) -> &GroupShared {
@@ -197,6 +237,11 @@ impl TaskGroup {
     /// The worker loop. Returns when the runtime stops.
     pub(crate) fn run(&self) {
         overflow::install();
+        // A worker parks until shortly before its tasks' sleeps are due
+        // (`search`): the default 50 µs slack would make it late.
+        if let Err(error) = spindle_parking::futex::set_timer_slack(WORKER_TIMER_SLACK_NS) {
+            tracing::warn!(worker = self.index, %error, "could not set the timer slack");
+        }
         WORKER.with(|w| w.set(self));
         self.shared.idle.start_searching();
         let mut searching = true;
@@ -335,26 +380,34 @@ impl TaskGroup {
                 return None;
             }
             round += 1;
+            let mut pause = true;
+            if let Some(s) = self.next_sleep.get() {
+                let now = Instant::now();
+                self.end_due_sleep(now);
+                if let Some(t) = self.ready.pop_front() {
+                    return Some(t);
+                }
+                // Just before the deadline, poll the clock without pausing.
+                pause = now + SLEEP_POLL_WINDOW < s.deadline;
+            }
             if round % 8 == 0 && start.elapsed() >= SPIN_TIME {
                 break;
             }
-            for _ in 0..8 {
-                std::hint::spin_loop();
+            if pause {
+                for _ in 0..8 {
+                    std::hint::spin_loop();
+                }
             }
         }
-        // A sleep of ours ends soon: keep looking rather than park through
-        // the wake-up latency; if it is further off, park until shortly
-        // before it.
+        // A sleep of ours ends soon: keep looking (and end it ourselves when
+        // it is due) rather than park through the wake-up latency; if it is
+        // further off, park until shortly before it.
         let mut until = None;
-        if let Some(d) = self.next_sleep.get() {
-            let now = Instant::now();
-            if now > d + SLEEP_SPIN_AFTER {
-                self.next_sleep.set(None);
-            } else if now + SLEEP_SPIN_AHEAD >= d {
+        if let Some(s) = self.next_sleep.get() {
+            if Instant::now() + SLEEP_SPIN_AHEAD >= s.deadline {
                 return None;
-            } else {
-                until = Some(d - SLEEP_SPIN_AHEAD);
             }
+            until = Some(s.deadline - SLEEP_SPIN_AHEAD);
         }
         // Park (see idle.rs for the handshake).
         let me = self.me();

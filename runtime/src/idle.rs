@@ -278,13 +278,7 @@ mod tests {
             }
             let task = look().or_else(|| {
                 rt.idle
-                    .park(
-                        me,
-                        &mut searching,
-                        || rt.stopping.load(SeqCst),
-                        look,
-                        None,
-                    )
+                    .park(me, &mut searching, || rt.stopping.load(SeqCst), look, None)
                     .1
             });
             match task {
@@ -320,7 +314,14 @@ mod tests {
             idle,
             stealable: Slot::new(),
             stealable2: Slot::new(),
-            workers: [W { pinned: Slot::new() }, W { pinned: Slot::new() }],
+            workers: [
+                W {
+                    pinned: Slot::new(),
+                },
+                W {
+                    pinned: Slot::new(),
+                },
+            ],
             done: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
         })

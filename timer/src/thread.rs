@@ -949,15 +949,11 @@ impl Runner {
     }
 }
 
-/// Sets the calling thread's timer slack (at least 1 ns: 0 means "default").
+/// Sets the calling thread's timer slack; a failure only costs precision.
 #[cfg(not(loom))]
 fn set_timer_slack(ns: u64) {
-    let ns = libc::c_ulong::try_from(ns.max(1)).unwrap_or(libc::c_ulong::MAX);
-    // SAFETY: PR_SET_TIMERSLACK reads one unsigned long argument and changes
-    // only the calling thread's slack.
-    let r = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns) };
-    if r != 0 {
-        tracing::warn!(error = %io::Error::last_os_error(), "could not set the timer slack");
+    if let Err(error) = spindle_parking::futex::set_timer_slack(ns) {
+        tracing::warn!(%error, "could not set the timer slack");
     }
 }
 
