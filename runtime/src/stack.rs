@@ -7,10 +7,12 @@
 //! worker's private cache (no lock), which trades with a shared pool in
 //! batches of [`BATCH`] (one lock per batch). Spawn takes in the same order and
 //! maps a new stack only when both are empty. So after a burst of tasks, the
-//! next burst of the same size maps nothing. The shared pool keeps at most
-//! an eighth of `vm.max_map_count` stacks (two mappings each); past that
-//! they are unmapped. A pooled stack keeps
-//! the pages its last task touched (usually one or two), as bthread's do.
+//! next burst of the same size maps nothing. The shared pools of all
+//! runtimes keep at most a quarter of `vm.max_map_count` stacks (two
+//! mappings each, so half the mappings); past that they are unmapped, and a
+//! mapping that fails for want of memory or mappings first makes the pool
+//! unmap its idle stacks and is tried once more. A pooled stack keeps the
+//! pages its last task touched (usually one or two), as bthread's do.
 //!
 //! A failed mapping is an error returned by spawn; a task never runs on a
 //! worker's own stack (brpc #1648). Stacks of the runtime's default size are
@@ -19,20 +21,27 @@
 
 use corosensei::stack::DefaultStack;
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// Stacks a worker keeps for itself before handing a batch to the shared pool.
 pub(crate) const LOCAL_CACHE: usize = 256;
 /// Stacks moved between a worker's cache and the shared pool at once.
 pub(crate) const BATCH: usize = 64;
-/// The shared pool keeps at most this fraction of the process's memory-map
-/// limit (`vm.max_map_count`) in idle stacks, two mappings each: with the
-/// kernel's default of 65 530 that is 8 191 stacks, and idle stacks can
-/// never use up the mappings that live tasks (and everything else in the
-/// process) need.
-const POOL_SHARE_OF_MAP_COUNT: usize = 8;
+/// The shared pools of all runtimes together keep at most this fraction of
+/// the process's memory-map limit (`vm.max_map_count`) in idle stacks, two
+/// mappings each: half of the mappings at most, so that idle stacks can
+/// never use up the ones that everything else in the process needs. With
+/// the kernel's default of 65 530 that is 16 382 stacks. Keeping them is
+/// what makes the next burst cheap: on this VM a new stack costs about
+/// 10 µs (mmap + mprotect + the first page fault), a pooled one nothing.
+/// (bthread keeps every stack it ever made.)
+const POOL_SHARE_OF_MAP_COUNT: usize = 4;
 
-/// The most stacks the shared pool keeps before unmapping the rest.
+/// Idle stacks in the shared pools of all runtimes.
+static POOLED: AtomicUsize = AtomicUsize::new(0);
+
+/// The most idle stacks the shared pools keep before unmapping the rest.
 fn shared_pool_limit() -> usize {
     static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *LIMIT.get_or_init(|| {
@@ -43,6 +52,23 @@ fn shared_pool_limit() -> usize {
         max_map_count / POOL_SHARE_OF_MAP_COUNT
     })
 }
+
+/// Reserves room for up to `n` more idle stacks; returns how many fit.
+fn reserve_pooled(n: usize) -> usize {
+    let limit = shared_pool_limit();
+    let mut cur = POOLED.load(Relaxed);
+    loop {
+        let k = n.min(limit.saturating_sub(cur));
+        if k == 0 {
+            return 0;
+        }
+        match POOLED.compare_exchange_weak(cur, cur + k, Relaxed, Relaxed) {
+            Ok(_) => return k,
+            Err(c) => cur = c,
+        }
+    }
+}
+
 /// The smallest stack we hand out: enough for formatting and a panic.
 pub(crate) const MIN_STACK_SIZE: usize = 16 * 1024;
 /// The largest we accept: beyond this a size is a mistake, not a request.
@@ -89,6 +115,7 @@ impl StackPool {
                     if l.is_empty() {
                         let mut shared = self.lock();
                         let at = shared.len().saturating_sub(BATCH);
+                        POOLED.fetch_sub(shared.len() - at, Relaxed);
                         l.extend(shared.drain(at..));
                     }
                     if let Some(s) = l.pop() {
@@ -97,12 +124,25 @@ impl StackPool {
                 }
                 None => {
                     if let Some(s) = self.lock().pop() {
+                        POOLED.fetch_sub(1, Relaxed);
                         return Ok(s);
                     }
                 }
             }
         }
-        map(size)
+        match map(size) {
+            // Out of mappings (or memory): give back our idle stacks and try
+            // once more before failing the spawn.
+            Err(e) if e.kind() == io::ErrorKind::OutOfMemory && self.trim() > 0 => map(size),
+            r => r,
+        }
+    }
+
+    /// Unmaps every idle stack of the shared pool; returns how many.
+    fn trim(&self) -> usize {
+        let idle = std::mem::take(&mut *self.lock());
+        POOLED.fetch_sub(idle.len(), Relaxed);
+        idle.len()
     }
 
     /// Gives back a stack of `size` bytes.
@@ -120,17 +160,15 @@ impl StackPool {
                 l.push(stack);
                 if l.len() > LOCAL_CACHE {
                     let at = l.len() - BATCH;
-                    let mut shared = self.lock();
-                    let room = shared_pool_limit().saturating_sub(shared.len());
+                    let room = reserve_pooled(BATCH);
                     // What does not fit stays in the drain, which drops
                     // (unmaps) it.
-                    shared.extend(l.drain(at..).take(room));
+                    self.lock().extend(l.drain(at..).take(room));
                 }
             }
             None => {
-                let mut shared = self.lock();
-                if shared.len() < shared_pool_limit() {
-                    shared.push(stack);
+                if reserve_pooled(1) == 1 {
+                    self.lock().push(stack);
                 }
             }
         }
@@ -138,14 +176,8 @@ impl StackPool {
 
     /// Hands a worker's private cache back to the shared pool (worker exit).
     pub(crate) fn give_all(&self, local: &mut Vec<DefaultStack>) {
-        let mut shared = self.lock();
-        while let Some(s) = local.pop() {
-            if shared.len() >= shared_pool_limit() {
-                break;
-            }
-            shared.push(s);
-        }
-        local.clear();
+        let room = reserve_pooled(local.len());
+        self.lock().extend(local.drain(..).take(room));
     }
 
     /// Stacks in the shared pool now.
@@ -156,6 +188,12 @@ impl StackPool {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<DefaultStack>> {
         // The pool holds plain values; a panic elsewhere cannot leave it torn.
         self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for StackPool {
+    fn drop(&mut self) {
+        self.trim();
     }
 }
 
