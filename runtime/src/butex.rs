@@ -204,7 +204,9 @@ pub(crate) fn make_ready(t: TaskRef) {
 
 fn shared_of(t: TaskRef) -> &'static crate::control::Shared {
     // SAFETY: set at spawn, read-only while the task lives; the runtime's
-    // shared state outlives its started tasks (workers hold an Arc).
+    // shared state outlives its started tasks: workers hold an Arc while
+    // they run, and one that stops with tasks still blocked leaks its Arc
+    // (`TaskGroup::run`).
     unsafe { &**t.shared.get() }
 }
 

@@ -124,6 +124,10 @@ pub(crate) struct TaskGroup {
     /// The sleep of this worker's tasks that ends first, as far as the
     /// worker knows (see [`DueSleep`]).
     next_sleep: Cell<Option<DueSleep>>,
+    /// Tasks that started on this worker and have not ended. Those still
+    /// blocked when the worker stops keep the runtime's shared state alive
+    /// (see `run`).
+    started: Cell<usize>,
 }
 
 /// A sleep a worker ends itself if it is idle when the sleep is due, rather
@@ -165,6 +169,7 @@ impl TaskGroup {
             tick: Cell::new(0),
             next: Cell::new(None),
             next_sleep: Cell::new(None),
+            started: Cell::new(0),
         }
     }
 
@@ -269,6 +274,20 @@ impl TaskGroup {
             self.shared.idle.stop_searching();
         }
         self.cancel_queued();
+        let blocked = self.started.get();
+        if blocked > 0 {
+            // Tasks blocked in a wait stay where they are (their stacks and
+            // captures too). Their wait may still end (a timer, a wake, an
+            // interrupt), which queues them here through a raw pointer to the
+            // shared state: keep it alive for good rather than let that land
+            // in freed memory.
+            tracing::warn!(
+                worker = self.index,
+                tasks = blocked,
+                "runtime stopped with tasks blocked in a wait: they are left in place"
+            );
+            std::mem::forget(Arc::clone(&self.shared));
+        }
         self.shared.stacks.give_all(&mut self.stacks.borrow_mut());
         meta::table().give_back(&mut self.slots.borrow_mut());
         WORKER.with(|w| w.set(ptr::null()));
@@ -429,6 +448,7 @@ impl TaskGroup {
         t.dequeued();
         if t.home() == NO_HOME {
             t.set_home(self.index);
+            self.started.set(self.started.get() + 1);
         }
         debug_assert_eq!(t.home(), self.index, "a started task left its worker");
         self.current.set(Some(t));
@@ -479,6 +499,7 @@ impl TaskGroup {
             .stacks
             .give(size, coro.into_stack(), Some(&mut self.stacks.borrow_mut()));
         GroupStats::bump(&self.me().stats.finished);
+        self.started.set(self.started.get() - 1);
         crate::task::complete(t, crate::task::FINISHED);
         meta::table().release(t, Some(&mut self.slots.borrow_mut()));
     }
@@ -506,6 +527,8 @@ impl TaskGroup {
             t.dequeued();
             if t.home() == NO_HOME {
                 t.set_home(self.index);
+            } else {
+                self.started.set(self.started.get() - 1);
             }
             self.current.set(Some(t));
             // SAFETY: the worker owns the queued task's coroutine. Dropping a

@@ -5,7 +5,9 @@
 //! `bthread_setconcurrency`) and stopped by [`Runtime::shutdown`] or drop:
 //! each worker then cancels the tasks still queued on it (unwinding started
 //! ones on their own thread) and exits. Tasks blocked in a wait at that
-//! moment are left where they are: their stacks are not reclaimed.
+//! moment are left where they are: their stacks are not reclaimed, and the
+//! runtime's shared state is then kept alive for good, because their wait
+//! can still end (a timer, a wake-up, an interrupt) and queue them on it.
 
 use crate::control::{Config, GroupShared, GroupStats, Shared, MAX_WORKERS};
 use crate::error::{JoinError, SetWorkersError};

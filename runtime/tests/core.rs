@@ -400,6 +400,45 @@ fn shutdown_cancels_queued_tasks_and_returns() {
     assert!(matches!(forever.join(), Err(spindle::JoinError::Cancelled)));
 }
 
+/// Tasks blocked in a wait when their runtime stops are left in place; their
+/// waits can still end afterwards (here a sleep's timer fires, and an
+/// interrupt arrives), which queues them on the stopped runtime's state. That
+/// must neither crash nor hang, and the interrupted task's id stays valid.
+/// (Under valgrind, this test showed invalid reads of the freed state until
+/// stopped workers kept it alive.)
+#[test]
+fn waits_that_end_after_shutdown_are_harmless() {
+    let rt = rt(2);
+    let asleep = Arc::new(AtomicUsize::new(0));
+    let (a1, a2) = (asleep.clone(), asleep.clone());
+    let sleeper = rt.spawn(move || {
+        a1.fetch_add(1, Ordering::SeqCst);
+        let _ = spindle::sleep(Duration::from_millis(30));
+    });
+    let waiter = rt.spawn(move || {
+        a2.fetch_add(1, Ordering::SeqCst);
+        let _ = spindle::sleep(Duration::from_secs(3600));
+    });
+    while asleep.load(Ordering::SeqCst) < 2 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(5));
+    let waiter_id = waiter.id();
+    rt.shutdown();
+    // The 30 ms timer fires after the shutdown, and the interrupt reaches a
+    // task whose runtime is gone.
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(spindle::interrupt(waiter_id), Ok(()));
+    std::thread::sleep(Duration::from_millis(10));
+    // The waiter cannot finish any more (nor can the sleeper, unless it
+    // finished before the shutdown): their handles are simply dropped.
+    assert!(!waiter.is_finished());
+    drop(sleeper);
+    // Other runtimes work on.
+    let rt2 = self::rt(2);
+    assert_eq!(rt2.spawn(|| 5).join().unwrap(), 5);
+}
+
 /// Regression: tasks spawned from a plain thread ran only when a worker had
 /// nothing local, so tasks that yield in a loop starved them forever.
 #[test]
