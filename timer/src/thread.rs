@@ -342,7 +342,9 @@ impl TimerThread {
             shared: shared.clone(),
             pool: pool.clone(),
             heap: TimerHeap::new(),
-            spares: (0..options.num_buckets).map(|_| bucket::new_entries()).collect(),
+            spares: (0..options.num_buckets)
+                .map(|_| bucket::new_entries())
+                .collect(),
             awake_since: clock::now_ns(),
             spin: SpinBudget::new(clock::duration_ns(options.spin), clock::now_ns()),
         };
