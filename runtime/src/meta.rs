@@ -325,6 +325,37 @@ pub(crate) struct TaskTable {
     free: Mutex<Vec<u32>>,
 }
 
+/// Free slots a plain thread (not a worker of the spawned-into runtime)
+/// keeps for its next spawns and handle drops: without it, each spawn and
+/// each drop from such a thread takes the table's lock.
+struct ThreadSlots(Vec<u32>);
+
+impl Drop for ThreadSlots {
+    fn drop(&mut self) {
+        table().give_back(&mut self.0);
+    }
+}
+
+thread_local! {
+    static THREAD_SLOTS: std::cell::RefCell<ThreadSlots> =
+        const { std::cell::RefCell::new(ThreadSlots(Vec::new())) };
+}
+
+/// Runs `f` with this thread's slot cache, or with none while the thread is
+/// being torn down.
+pub(crate) fn with_thread_slots<R>(f: impl FnOnce(Option<&mut Vec<u32>>) -> R) -> R {
+    let mut f = Some(f);
+    let cached = THREAD_SLOTS.try_with(|c| {
+        let mut c = c.try_borrow_mut().ok()?;
+        f.take().map(|f| f(Some(&mut c.0)))
+    });
+    match (cached, f) {
+        (Ok(Some(r)), _) => r,
+        (_, Some(f)) => f(None),
+        (_, None) => unreachable!("f ran but returned nothing"),
+    }
+}
+
 /// Free slots a worker keeps before giving a batch back.
 pub(crate) const SLOT_CACHE: usize = 128;
 const SLOT_BATCH: usize = 64;

@@ -74,8 +74,26 @@ pub(crate) const MIN_STACK_SIZE: usize = 16 * 1024;
 /// The largest we accept: beyond this a size is a mistake, not a request.
 pub(crate) const MAX_STACK_SIZE: usize = 1 << 40;
 
+/// Stacks a plain thread keeps for its next spawns into one runtime (whose
+/// pool is `pool`): taken from the shared pool a batch at a time, so that a
+/// thread spawning many tasks takes the pool's lock once per batch. Plain
+/// threads never give stacks back (tasks end on workers), so this holds at
+/// most one batch; it is unmapped when the thread ends or spawns into
+/// another runtime.
+struct ThreadStacks {
+    pool: u64,
+    stacks: Vec<DefaultStack>,
+}
+
+thread_local! {
+    static THREAD_STACKS: std::cell::RefCell<ThreadStacks> =
+        const { std::cell::RefCell::new(ThreadStacks { pool: 0, stacks: Vec::new() }) };
+}
+
 /// The shared part of the stack pool.
 pub(crate) struct StackPool {
+    /// Unique per pool (never 0), to tell whose stacks a thread caches.
+    id: u64,
     /// The size of pooled stacks (the runtime's default stack size).
     size: usize,
     shared: Mutex<Vec<DefaultStack>>,
@@ -92,7 +110,9 @@ impl std::fmt::Debug for StackPool {
 
 impl StackPool {
     pub(crate) fn new(size: usize) -> Self {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         StackPool {
+            id: NEXT_ID.fetch_add(1, Relaxed),
             size,
             shared: Mutex::new(Vec::new()),
         }
@@ -136,6 +156,26 @@ impl StackPool {
             Err(e) if e.kind() == io::ErrorKind::OutOfMemory && self.trim() > 0 => map(size),
             r => r,
         }
+    }
+
+    /// [`take`](Self::take) for a thread that is not one of this pool's
+    /// workers: through the thread's own small cache (see `ThreadStacks`).
+    pub(crate) fn take_for_thread(&self, size: usize) -> io::Result<DefaultStack> {
+        if size != self.size {
+            return self.take(size, None);
+        }
+        THREAD_STACKS
+            .try_with(|c| match c.try_borrow_mut() {
+                Ok(mut c) => {
+                    if c.pool != self.id {
+                        c.stacks.clear();
+                        c.pool = self.id;
+                    }
+                    self.take(size, Some(&mut c.stacks))
+                }
+                Err(_) => self.take(size, None),
+            })
+            .unwrap_or_else(|_| self.take(size, None))
     }
 
     /// Unmaps every idle stack of the shared pool; returns how many.

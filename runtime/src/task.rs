@@ -147,12 +147,12 @@ where
     let table = meta::table();
     let t = match g {
         Some(g) => table.alloc(Some(&mut g.slots.borrow_mut())),
-        None => table.alloc(None),
+        None => meta::with_thread_slots(|c| table.alloc(c)),
     }
     .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "the task table is full"))?;
     let stack = match g {
         Some(g) => shared.stacks.take(size, Some(&mut g.stacks.borrow_mut())),
-        None => shared.stacks.take(size, None),
+        None => shared.stacks.take_for_thread(size),
     };
     let stack = match stack {
         Ok(s) => s,
@@ -274,7 +274,7 @@ impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
         match group::current_group() {
             Some(g) => meta::table().release(self.task, Some(&mut g.slots.borrow_mut())),
-            None => meta::table().release(self.task, None),
+            None => meta::with_thread_slots(|c| meta::table().release(self.task, c)),
         }
     }
 }
