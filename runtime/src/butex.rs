@@ -22,12 +22,17 @@
 //!    wait at once; otherwise, under the butex lock, the value is checked and
 //!    the node linked, and the task records that it waits on this node;
 //! 3. the worker arms the deadline timer (its callback only takes the butex
-//!    lock, unlinks the node if still linked, and queues the task);
+//!    lock, unlinks the node if still linked, and queues the task); for a
+//!    sleep, the worker notes it, and if it is idle when the sleep is due it
+//!    cancels the timer itself and, if that wins, runs the callback itself
+//!    ([`end_sleep_early`]);
 //! 4. the winner of the race queues the task on its home worker;
-//! 5. the task resumes, clears its interrupt record, and cancels the timer.
-//!    If the callback is running, it waits for it to finish touching the
-//!    node. So a timer never outlives its wait: a cancelled timer can never
-//!    end a later, unrelated wait with a false `TimedOut`.
+//! 5. the task resumes, clears its interrupt record and its worker's note,
+//!    and cancels the timer. If the callback is running, it waits for it to
+//!    finish touching the node. So a timer never outlives its wait: a
+//!    cancelled timer can never end a later, unrelated wait with a false
+//!    `TimedOut`. (Step 5 is a drop guard: it also runs when a woken task is
+//!    cancelled at shutdown before it resumed.)
 //!
 //! Lock order: a task's interrupt lock, then a butex lock. Wakers and timers
 //! take only the butex lock.
@@ -365,25 +370,43 @@ pub(crate) fn wait(
 }
 
 fn wait_task(t: TaskRef, node: &WaitNode) -> u32 {
+    let leave = Leave { t, node };
     group::suspend(t, Suspend::Wait(node));
     // Step 5 of the module docs: we run again, so somebody ended the wait.
-    if let Some(g) = group::current_group() {
-        g.forget_sleep(node);
-    }
-    if node.interruptible {
-        t.lock_interrupts().waiting = ptr::null();
-    }
-    // SAFETY: written by our worker in `block` before we could resume; we
-    // run on the same thread.
-    if let Some(id) = unsafe { *node.timer.get() } {
-        if timer().unschedule(id) == Unschedule::Running {
-            // The callback holds a pointer to `node`: let it finish.
-            while !node.timer_done.load(Ordering::Acquire) {
-                std::hint::spin_loop();
+    drop(leave);
+    node.outcome.load(Ordering::Acquire)
+}
+
+/// Step 5 of the module docs: once a task's wait has ended, nothing may
+/// point at its node any more. A guard, because a task whose wait ended but
+/// which never resumed (a queued task cancelled at shutdown) is unwound from
+/// `suspend`, and its stack is then unmapped: its timer, its interrupt
+/// record and its worker's `DueSleep` must let go of the node first.
+struct Leave<'a> {
+    t: TaskRef,
+    node: &'a WaitNode,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        let (t, node) = (self.t, self.node);
+        if let Some(g) = group::current_group() {
+            g.forget_sleep(node);
+        }
+        if node.interruptible {
+            t.lock_interrupts().waiting = ptr::null();
+        }
+        // SAFETY: written by our worker in `block` before we could resume
+        // (or be cancelled); we run on that worker's thread.
+        if let Some(id) = unsafe { *node.timer.get() } {
+            if timer().unschedule(id) == Unschedule::Running {
+                // The callback holds a pointer to `node`: let it finish.
+                while !node.timer_done.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
             }
         }
     }
-    node.outcome.load(Ordering::Acquire)
 }
 
 fn wait_thread(butex: &Butex, node: &WaitNode) -> u32 {
@@ -531,8 +554,9 @@ unsafe impl Send for NodePtr {}
 /// The timer callback of a timed wait.
 fn on_timeout(node: *const WaitNode) {
     // SAFETY: see `NodePtr`: the node and its butex are alive until we set
-    // `timer_done` (or until the task's unschedule returned Removed, in which
-    // case we never run).
+    // `timer_done`. The timer thread calls us only if the task's own
+    // unschedule did not return Removed; `end_sleep_early` calls us on the
+    // task's worker before the task can resume.
     let n = unsafe { &*node };
     // SAFETY: as above.
     let butex = unsafe { &*n.butex };

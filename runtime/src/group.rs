@@ -124,6 +124,9 @@ pub(crate) struct TaskGroup {
     /// The sleep of this worker's tasks that ends first, as far as the
     /// worker knows (see [`DueSleep`]).
     next_sleep: Cell<Option<DueSleep>>,
+    /// Set by `steal` when the victim still had stealable work after the
+    /// steal: a searcher that found work then wakes another (`found_work`).
+    victim_has_more: Cell<bool>,
     /// Tasks that started on this worker and have not ended. Those still
     /// blocked when the worker stops keep the runtime's shared state alive
     /// (see `run`).
@@ -136,8 +139,9 @@ pub(crate) struct TaskGroup {
 /// the sleep's timer and, if that wins (`Unschedule::Removed`), runs the
 /// callback itself; if the timer thread got there first, it delivers.
 ///
-/// The record is cleared by the sleeping task when it resumes (on this same
-/// thread), so while it is set the task is blocked and `node` is alive.
+/// The record is cleared by the sleeping task when it resumes or is
+/// cancelled (on this same thread), so while it is set the task has not
+/// resumed (it may already be queued) and `node` is alive.
 #[derive(Clone, Copy)]
 struct DueSleep {
     deadline: Instant,
@@ -169,6 +173,7 @@ impl TaskGroup {
             tick: Cell::new(0),
             next: Cell::new(None),
             next_sleep: Cell::new(None),
+            victim_has_more: Cell::new(false),
             started: Cell::new(0),
         }
     }
@@ -189,8 +194,8 @@ impl TaskGroup {
         }
     }
 
-    /// Ends the noted sleep if it is due at `now`; its task is then in the
-    /// ready queue.
+    /// Ends the noted sleep if it is due at `now` and its timer has not
+    /// fired yet: the task is then in the ready queue.
     fn end_due_sleep(&self, now: Instant) {
         let Some(s) = self.next_sleep.get() else {
             return;
@@ -261,7 +266,9 @@ impl TaskGroup {
             if let Some(t) = task {
                 if searching {
                     searching = false;
-                    let more = !self.fresh.is_empty() || !self.shared.injector.is_empty();
+                    let more = self.victim_has_more.take()
+                        || !self.fresh.is_empty()
+                        || !self.shared.injector.is_empty();
                     self.shared.idle.found_work(self.index, more);
                 }
                 self.run_task(t);
@@ -287,8 +294,13 @@ impl TaskGroup {
                 "runtime stopped with tasks blocked in a wait: they are left in place"
             );
             std::mem::forget(Arc::clone(&self.shared));
+            // That pool is never dropped: unmap its idle stacks now, so they
+            // do not hold the process-wide pool limit for good.
+            self.stacks.borrow_mut().clear();
+            self.shared.stacks.trim();
+        } else {
+            self.shared.stacks.give_all(&mut self.stacks.borrow_mut());
         }
-        self.shared.stacks.give_all(&mut self.stacks.borrow_mut());
         meta::table().give_back(&mut self.slots.borrow_mut());
         WORKER.with(|w| w.set(ptr::null()));
     }
@@ -370,6 +382,7 @@ impl TaskGroup {
                 match g.stealer.steal_batch_and_pop(&self.fresh) {
                     Steal::Success(t) => {
                         GroupStats::bump(&self.me().stats.steals);
+                        self.note_victim(g);
                         return Some(t);
                     }
                     Steal::Retry => continue,
@@ -379,6 +392,7 @@ impl TaskGroup {
             if lifo {
                 if let Some(t) = Self::take_lifo(g) {
                     GroupStats::bump(&self.me().stats.steals);
+                    self.note_victim(g);
                     return Some(t);
                 }
             }
@@ -386,8 +400,17 @@ impl TaskGroup {
         None
     }
 
+    /// Remembers whether a worker we just stole from still has stealable
+    /// work (a batch steal leaves a short deque's last task behind, and the
+    /// LIFO slot is not part of the deque).
+    fn note_victim(&self, g: &GroupShared) {
+        self.victim_has_more
+            .set(!g.stealer.is_empty() || !g.lifo.load(Relaxed).is_null());
+    }
+
     /// Spins, then parks, until work or the stop arrives.
     fn search(&self, searching: &mut bool) -> Option<TaskRef> {
+        self.victim_has_more.set(false);
         let start = Instant::now();
         let mut round = 0u32;
         loop {

@@ -179,7 +179,7 @@ impl StackPool {
     }
 
     /// Unmaps every idle stack of the shared pool; returns how many.
-    fn trim(&self) -> usize {
+    pub(crate) fn trim(&self) -> usize {
         let idle = std::mem::take(&mut *self.lock());
         POOLED.fetch_sub(idle.len(), Relaxed);
         idle.len()

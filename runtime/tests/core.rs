@@ -439,6 +439,53 @@ fn waits_that_end_after_shutdown_are_harmless() {
     assert_eq!(rt2.spawn(|| 5).join().unwrap(), 5);
 }
 
+/// A task whose timed wait has ended but which has not resumed yet (it is
+/// queued) when its runtime stops is cancelled: its stack is unwound and
+/// unmapped. Its wait's timer must be cancelled first, or it fires into the
+/// unmapped stack (found by review: the timer thread crashed).
+#[test]
+fn a_woken_task_cancelled_at_shutdown_leaves_no_timer_behind() {
+    let rt = rt(1);
+    let asleep = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(AtomicBool::new(false));
+    let a = asleep.clone();
+    let sleeper = rt.spawn(move || {
+        a.store(true, Ordering::SeqCst);
+        spindle::sleep(Duration::from_millis(150))
+    });
+    while !asleep.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(5));
+    // Occupy the only worker without yielding, so the sleeper, once woken,
+    // stays queued until the runtime stops.
+    let (busy, r) = (Arc::new(AtomicBool::new(false)), release.clone());
+    let b = busy.clone();
+    let hog = rt.spawn(move || {
+        b.store(true, Ordering::SeqCst);
+        while !r.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+    });
+    while !busy.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    spindle::interrupt(sleeper.id()).unwrap();
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        release.store(true, Ordering::SeqCst);
+    });
+    rt.shutdown();
+    releaser.join().unwrap();
+    hog.join().unwrap();
+    assert!(matches!(sleeper.join(), Err(spindle::JoinError::Cancelled)));
+    // Past the sleep's deadline: had its timer been left armed, it would
+    // have fired into the unmapped stack by now (a crash of this process).
+    std::thread::sleep(Duration::from_millis(250));
+    let again = self::rt(1);
+    assert_eq!(again.spawn(|| 1).join().unwrap(), 1);
+}
+
 /// Regression: tasks spawned from a plain thread ran only when a worker had
 /// nothing local, so tasks that yield in a loop starved them forever.
 #[test]
