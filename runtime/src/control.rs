@@ -57,6 +57,9 @@ pub(crate) struct GroupShared {
     /// The task this worker spawned last (never run; see `group.rs`).
     pub(crate) lifo: std::sync::atomic::AtomicPtr<crate::meta::TaskMeta>,
     pub(crate) stats: GroupStats,
+    /// The id of the task the worker is running, 0 between tasks (read by
+    /// the stall watchdog).
+    pub(crate) running: AtomicU64,
 }
 
 /// A runtime's shared state; see the module docs.
@@ -74,6 +77,10 @@ pub(crate) struct Shared {
     /// Tasks spawned from plain threads (workers count their own).
     pub(crate) spawned_outside: AtomicU64,
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Stalls reported by the watchdog (`watchdog.rs`).
+    pub(crate) stalls: AtomicU64,
+    /// The watchdog's periodic timer, cancelled at shutdown.
+    pub(crate) watchdog: OnceLock<spindle_timer::TimerId>,
 }
 
 impl Shared {
@@ -88,6 +95,8 @@ impl Shared {
             config,
             spawned_outside: AtomicU64::new(0),
             threads: Mutex::new(Vec::new()),
+            stalls: AtomicU64::new(0),
+            watchdog: OnceLock::new(),
         }
     }
 

@@ -475,6 +475,8 @@ impl TaskGroup {
         }
         debug_assert_eq!(t.home(), self.index, "a started task left its worker");
         self.current.set(Some(t));
+        let me = self.me();
+        me.running.store(t.id().as_u64(), Relaxed);
         // SAFETY: errno is this thread's; the saved value is the task's own.
         // The guard and size were written at spawn and are read-only since.
         unsafe {
@@ -495,7 +497,8 @@ impl TaskGroup {
         unsafe { *t.errno.get() = *libc::__errno_location() };
         overflow::set_running(None);
         self.current.set(None);
-        GroupStats::bump(&self.me().stats.switches);
+        me.running.store(0, Relaxed);
+        GroupStats::bump(&me.stats.switches);
         match outcome {
             CoroutineResult::Yield(Suspend::Yield) => self.push_ready(t),
             CoroutineResult::Yield(Suspend::Wait(node)) => {

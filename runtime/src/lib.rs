@@ -73,6 +73,7 @@ mod stack;
 pub mod sync;
 pub mod task;
 mod time;
+mod watchdog;
 
 pub use butex::Butex;
 pub use error::{JoinError, NoSuchTask, SetWorkersError, SleepError, WaitError};

@@ -14,10 +14,12 @@ use crate::error::{JoinError, SetWorkersError};
 use crate::group::{self, TaskGroup};
 use crate::stack;
 use crate::task::{self, JoinHandle};
+use crate::watchdog;
 use crossbeam_deque::Worker;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 /// The default stack size of tasks: 256 KiB of address space, of which only
 /// the pages a task touches are resident.
@@ -36,6 +38,7 @@ pub struct Builder {
     stack_size: usize,
     pin_workers: bool,
     thread_name: String,
+    stall_threshold: Duration,
 }
 
 impl Default for Builder {
@@ -45,6 +48,7 @@ impl Default for Builder {
             stack_size: DEFAULT_STACK_SIZE,
             pin_workers: false,
             thread_name: "spindle-worker".into(),
+            stall_threshold: watchdog::DEFAULT_STALL_THRESHOLD,
         }
     }
 }
@@ -79,6 +83,14 @@ impl Builder {
         self
     }
 
+    /// How long a task may run without suspending before the watchdog
+    /// reports it (a `warn!` and [`RuntimeStats::stalls`]): its worker's
+    /// other tasks wait meanwhile. Default 1 s; at least 1 ms.
+    pub fn stall_threshold(mut self, d: Duration) -> Self {
+        self.stall_threshold = d.max(Duration::from_millis(1));
+        self
+    }
+
     /// Starts the runtime. Bad values (0 or too many workers, a stack size
     /// out of range) are `InvalidInput` errors.
     pub fn build(self) -> io::Result<Runtime> {
@@ -101,6 +113,9 @@ impl Builder {
             })),
         };
         rt.add_workers(workers)?;
+        if let Some(id) = watchdog::start(Arc::downgrade(&rt.shared), self.stall_threshold) {
+            let _ = rt.shared.watchdog.set(id);
+        }
         Ok(rt)
     }
 }
@@ -122,6 +137,9 @@ pub struct RuntimeStats {
     pub pooled_stacks: usize,
     /// Size of the process-wide task table (it never shrinks).
     pub task_slots: usize,
+    /// Tasks reported for running past the stall threshold without
+    /// suspending (see `Builder::stall_threshold`).
+    pub stalls: u64,
 }
 
 impl Runtime {
@@ -241,6 +259,7 @@ impl Runtime {
                 stealer: fresh.stealer(),
                 lifo: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
                 stats: GroupStats::default(),
+                running: std::sync::atomic::AtomicU64::new(0),
             };
             if shared.groups[i].set(gs).is_err() {
                 unreachable!("worker {i} registered twice");
@@ -274,6 +293,7 @@ impl Runtime {
             workers: sh.worker_count(),
             spawned: sh.spawned_outside.load(Ordering::Relaxed),
             wakeups: sh.idle.wakeups.load(Ordering::Relaxed),
+            stalls: sh.stalls.load(Ordering::Relaxed),
             pooled_stacks: sh.stacks.pooled(),
             task_slots: crate::meta::table().capacity(),
             ..Default::default()
@@ -301,6 +321,9 @@ impl Runtime {
         let sh = &self.shared;
         sh.stopping.store(true, Ordering::SeqCst);
         sh.idle.stop();
+        if let Some(&id) = sh.watchdog.get() {
+            stop_watchdog(id);
+        }
         // A worker of this runtime cannot wait for itself.
         let on_own_worker =
             group::current_group().is_some_and(|g| Arc::ptr_eq(&g.shared, &self.shared));
@@ -315,6 +338,14 @@ impl Runtime {
         }
     }
 }
+
+#[cfg(not(loom))]
+fn stop_watchdog(id: spindle_timer::TimerId) {
+    spindle_timer::TimerThread::global().unschedule(id);
+}
+
+#[cfg(loom)]
+fn stop_watchdog(_: spindle_timer::TimerId) {}
 
 impl Drop for Runtime {
     fn drop(&mut self) {

@@ -486,6 +486,28 @@ fn a_woken_task_cancelled_at_shutdown_leaves_no_timer_behind() {
     assert_eq!(again.spawn(|| 1).join().unwrap(), 1);
 }
 
+/// A task that runs past the stall threshold without suspending is reported
+/// once; workers that are idle, or switching, are not.
+#[test]
+fn the_watchdog_reports_a_task_that_hogs_its_worker() {
+    let rt = Runtime::builder()
+        .workers(2)
+        .stall_threshold(Duration::from_millis(40))
+        .build()
+        .unwrap();
+    // Idle workers for many thresholds: nothing to report.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(rt.stats().stalls, 0);
+    let hog = rt.spawn(|| {
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_millis(600) {
+            std::hint::spin_loop();
+        }
+    });
+    hog.join().unwrap();
+    assert_eq!(rt.stats().stalls, 1, "one report per episode");
+}
+
 /// Regression: tasks spawned from a plain thread ran only when a worker had
 /// nothing local, so tasks that yield in a loop starved them forever.
 #[test]

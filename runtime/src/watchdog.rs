@@ -1,0 +1,88 @@
+//! The stall watchdog: tells the operator when a task hogs its worker.
+//!
+//! A started task never leaves its worker (docs/safety.md), so a task that
+//! runs for long without suspending starves every other task pinned there.
+//! Nothing on the switch path measures time: a worker only publishes which
+//! task it is running (`GroupShared::running`, two plain stores per switch)
+//! next to its switch counter. A periodic timer on the shared timer thread
+//! samples both every quarter of the threshold; a worker that has been
+//! running the same task with no switch for the whole threshold is reported
+//! once per episode (a `warn!` naming the task, and
+//! [`RuntimeStats::stalls`](crate::RuntimeStats::stalls)).
+
+use crate::control::Shared;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Weak;
+use std::time::{Duration, Instant};
+
+/// The default threshold (`runtime::Builder::stall_threshold`).
+pub(crate) const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_secs(1);
+/// Samples per threshold.
+const SAMPLES: u32 = 4;
+
+/// What the watchdog remembers of one worker between samples (only the
+/// timer thread touches it).
+#[derive(Debug, Default, Clone, Copy)]
+struct Seen {
+    task: u64,
+    switches: u64,
+    /// Consecutive samples with the same task and no switch.
+    still: u32,
+    reported: bool,
+}
+
+/// Starts the watchdog of a runtime; it ends with the runtime. Returns the
+/// timer to cancel at shutdown, or `None` if there is no timer thread.
+#[cfg(not(loom))]
+pub(crate) fn start(shared: Weak<Shared>, threshold: Duration) -> Option<spindle_timer::TimerId> {
+    let period = (threshold / SAMPLES).max(Duration::from_millis(1));
+    let mut seen: Vec<Seen> = Vec::new();
+    let timer = spindle_timer::TimerThread::global();
+    let first = Instant::now() + period;
+    timer
+        .schedule_periodic(first, period, move || {
+            if let Some(shared) = shared.upgrade() {
+                sample(&shared, &mut seen);
+            }
+        })
+        .map_err(|error| tracing::warn!(%error, "no stall watchdog: the timer thread refused"))
+        .ok()
+}
+
+/// Under loom there is no timer thread (and no runtime is built).
+#[cfg(loom)]
+pub(crate) fn start(_: Weak<Shared>, _: Duration) -> Option<spindle_timer::TimerId> {
+    None
+}
+
+/// One look at every worker.
+#[cfg_attr(loom, allow(dead_code))]
+fn sample(shared: &Shared, seen: &mut Vec<Seen>) {
+    let workers = shared.worker_count();
+    seen.resize(workers, Seen::default());
+    for (i, s) in seen.iter_mut().enumerate() {
+        let Some(g) = shared.group(i) else { continue };
+        let task = g.running.load(Relaxed);
+        let switches = g.stats.switches.load(Relaxed);
+        if task != 0 && task == s.task && switches == s.switches {
+            s.still += 1;
+            if s.still >= SAMPLES && !s.reported {
+                s.reported = true;
+                shared.stalls.fetch_add(1, Relaxed);
+                tracing::warn!(
+                    worker = i,
+                    task = %crate::TaskId::from_u64(task),
+                    "a task has run without suspending for over the stall threshold: \
+                     the other tasks of its worker wait"
+                );
+            }
+        } else {
+            *s = Seen {
+                task,
+                switches,
+                still: 0,
+                reported: false,
+            };
+        }
+    }
+}
