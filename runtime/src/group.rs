@@ -472,6 +472,7 @@ impl TaskGroup {
         if t.home() == NO_HOME {
             t.set_home(self.index);
             self.started.set(self.started.get() + 1);
+            self.bind(t);
         }
         debug_assert_eq!(t.home(), self.index, "a started task left its worker");
         self.current.set(Some(t));
@@ -513,6 +514,31 @@ impl TaskGroup {
             }
             CoroutineResult::Return(()) => self.finish(t),
         }
+    }
+
+    /// Gives a never-run task whose body waits in its meta a coroutine: on
+    /// the stack this worker's last finished task gave back (hot in this
+    /// core's cache) if it has one, the task's reserved stack taking its
+    /// place in the cache; else on the reserved stack. So children waiting
+    /// in queues hold a stack each but touch none, and a burst of spawns
+    /// runs on a few hot stacks however far the runners fall behind.
+    fn bind(&self, t: TaskRef) {
+        // SAFETY: we are about to run `t`: we own it and its meta's fields.
+        let Some(reserved) = (unsafe { (*t.reserved.get()).take() }) else {
+            return; // bound at spawn (a large body or a stack size of its own)
+        };
+        let stack = {
+            let mut cache = self.stacks.borrow_mut();
+            match cache.pop() {
+                Some(hot) => {
+                    cache.push(reserved);
+                    hot
+                }
+                None => reserved,
+            }
+        };
+        // SAFETY: as above; the reserved stack means the body is pending.
+        unsafe { crate::task::bind(t, stack) };
     }
 
     /// A task returned: recycle its stack, publish its end, drop its ref.
@@ -561,6 +587,17 @@ impl TaskGroup {
             // started coroutine unwinds its stack on this, its home, thread.
             let coro = unsafe { (*t.coro.get()).take() };
             drop(coro);
+            // A never-run task may hold a body and a reserved stack instead.
+            // SAFETY: as above.
+            let (body, reserved) = unsafe { ((*t.body.get()).take(), (*t.reserved.get()).take()) };
+            drop(body);
+            if let Some(stack) = reserved {
+                self.shared.stacks.give(
+                    self.shared.stacks.default_size(),
+                    stack,
+                    Some(&mut self.stacks.borrow_mut()),
+                );
+            }
             self.current.set(None);
             crate::task::complete(t, crate::task::CANCELLED);
             meta::table().release(t, Some(&mut self.slots.borrow_mut()));

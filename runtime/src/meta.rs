@@ -136,6 +136,89 @@ impl ResultSlot {
     }
 }
 
+/// A task's body while it waits for its first run, stored inline in its
+/// meta: a never-run task holds a reserved stack but has not touched it, and
+/// its first run builds the coroutine on whichever stack is hottest (see
+/// `TaskGroup::bind`). Bodies larger than [`BODY_WORDS`] words are written
+/// onto their stack at spawn instead, as before.
+pub(crate) struct PendingBody {
+    buf: MaybeUninit<[usize; BODY_WORDS]>,
+    /// Moves the body out of `buf` and runs it; `None` when empty.
+    run: Option<unsafe fn(*mut u8, TaskRef, &TaskYielder)>,
+    /// Drops a body that will never run.
+    drop: unsafe fn(*mut u8),
+}
+
+/// The largest body kept inline: a closure capturing up to 6 words.
+pub(crate) const BODY_WORDS: usize = 6;
+
+impl PendingBody {
+    const EMPTY: PendingBody = PendingBody {
+        buf: MaybeUninit::uninit(),
+        run: None,
+        drop: drop_nothing,
+    };
+
+    /// Whether a body of type `B` fits inline.
+    pub(crate) fn fits<B>() -> bool {
+        mem::size_of::<B>() <= mem::size_of::<[usize; BODY_WORDS]>()
+            && mem::align_of::<B>() <= mem::align_of::<usize>()
+    }
+
+    /// Stores `body`, which must fit (see [`fits`](Self::fits)), in an
+    /// empty slot.
+    pub(crate) fn put<B>(&mut self, body: B)
+    where
+        B: FnOnce(TaskRef, &TaskYielder),
+    {
+        assert!(Self::fits::<B>() && self.run.is_none());
+        unsafe fn run<B: FnOnce(TaskRef, &TaskYielder)>(p: *mut u8, t: TaskRef, y: &TaskYielder) {
+            // SAFETY: `p` holds a `B` written by `put`, read out exactly once
+            // (the caller cleared `run` first).
+            let body = unsafe { p.cast::<B>().read() };
+            body(t, y)
+        }
+        unsafe fn drop_body<B>(p: *mut u8) {
+            // SAFETY: `p` holds a `B` written by `put` that never ran.
+            unsafe { ptr::drop_in_place(p.cast::<B>()) }
+        }
+        // SAFETY: `B` fits the buffer's size and alignment (asserted).
+        unsafe { self.buf.as_mut_ptr().cast::<B>().write(body) };
+        self.run = Some(run::<B>);
+        self.drop = drop_body::<B>;
+    }
+
+    /// Whether a body is waiting.
+    pub(crate) fn is_some(&self) -> bool {
+        self.run.is_some()
+    }
+
+    /// Moves the waiting body out, leaving the slot empty.
+    pub(crate) fn take(&mut self) -> PendingBody {
+        mem::replace(self, Self::EMPTY)
+    }
+
+    /// Runs the body. The slot must hold one.
+    pub(crate) fn run(mut self, t: TaskRef, y: &TaskYielder) {
+        let run = self.run.take().expect("a pending body");
+        // SAFETY: `buf` holds the body `run` was made for; `run` is cleared,
+        // so neither a second run nor our `Drop` touches it again.
+        unsafe { run(self.buf.as_mut_ptr().cast::<u8>(), t, y) }
+    }
+}
+
+unsafe fn drop_nothing(_: *mut u8) {}
+
+impl Drop for PendingBody {
+    fn drop(&mut self) {
+        if self.run.take().is_some() {
+            // SAFETY: `drop` was chosen by `put` for the body in `buf`, which
+            // never ran.
+            unsafe { (self.drop)(self.buf.as_mut_ptr().cast::<u8>()) }
+        }
+    }
+}
+
 /// The interrupt state of a task, under `TaskMeta::lock`.
 #[derive(Debug)]
 pub(crate) struct InterruptState {
@@ -160,6 +243,10 @@ pub(crate) struct TaskMeta {
     /// The runtime the task belongs to.
     pub(crate) shared: UnsafeCell<*const Shared>,
     pub(crate) coro: UnsafeCell<Option<Coro>>,
+    /// A never-run task's body, when it is bound to a stack at first run.
+    pub(crate) body: UnsafeCell<PendingBody>,
+    /// The stack reserved for that first run.
+    pub(crate) reserved: UnsafeCell<Option<DefaultStack>>,
     pub(crate) yielder: UnsafeCell<*const TaskYielder>,
     pub(crate) stack_size: UnsafeCell<usize>,
     /// The guard page below the task's stack, `[lo, hi)`, for overflow reports.
@@ -206,6 +293,8 @@ impl TaskMeta {
             home: AtomicUsize::new(NO_HOME),
             shared: UnsafeCell::new(ptr::null()),
             coro: UnsafeCell::new(None),
+            body: UnsafeCell::new(PendingBody::EMPTY),
+            reserved: UnsafeCell::new(None),
             yielder: UnsafeCell::new(ptr::null()),
             stack_size: UnsafeCell::new(0),
             guard: UnsafeCell::new((0, 0)),
@@ -440,6 +529,7 @@ impl TaskTable {
             *t.shared.get() = ptr::null();
             *t.deadline.get() = None;
             debug_assert!((*t.coro.get()).is_none());
+            debug_assert!(!(*t.body.get()).is_some() && (*t.reserved.get()).is_none());
         }
         {
             let mut st = t.lock_interrupts();

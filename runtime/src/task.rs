@@ -11,8 +11,9 @@ use crate::butex;
 use crate::control::{GroupStats, Shared};
 use crate::error::JoinError;
 use crate::group::{self, Suspend};
-use crate::meta::{self, Coro, TaskId, TaskRef, TaskYielder};
+use crate::meta::{self, Coro, PendingBody, TaskId, TaskRef, TaskYielder};
 use crate::stack;
+use corosensei::stack::DefaultStack;
 use corosensei::Coroutine;
 use std::fmt;
 use std::io;
@@ -164,26 +165,35 @@ where
             return Err(e);
         }
     };
-    // corosensei's limit is the bottom of the mapping, whose first page is
-    // the guard page.
-    let limit = corosensei::stack::Stack::limit(&stack).get();
     // SAFETY: the slot is freshly allocated: nobody else sees it yet.
     unsafe {
         *t.shared.get() = shared;
         *t.stack_size.get() = size;
-        *t.guard.get() = (limit, limit + stack::page_size());
         *t.name.get() = name;
         *t.errno.get() = 0;
         *t.deadline.get() = None;
     }
-    let coro: Coro = {
-        let entry = move |y: &TaskYielder, ()| body(t, y);
-        // SAFETY: the caller promises that what `body` borrows outlives the
-        // task; corosensei needs nothing else of a non-'static closure.
-        unsafe { Coroutine::with_stack_unchecked(stack, entry) }
-    };
-    // SAFETY: nobody else sees the slot yet.
-    unsafe { *t.coro.get() = Some(coro) };
+    if size == shared.stacks.default_size() && PendingBody::fits::<B>() {
+        // The common case: keep the body in the meta and the stack reserved
+        // but untouched; the first run binds them (`TaskGroup::bind`), on
+        // the stack its worker's last task just gave back.
+        // SAFETY: nobody else sees the slot yet. The caller's promise about
+        // what `body` borrows covers its stay in the meta.
+        unsafe {
+            (*t.body.get()).put(body);
+            *t.reserved.get() = Some(stack);
+        }
+    } else {
+        set_guard(t, &stack);
+        let coro: Coro = {
+            let entry = move |y: &TaskYielder, ()| body(t, y);
+            // SAFETY: the caller promises that what `body` borrows outlives
+            // the task; corosensei needs nothing else of a non-'static closure.
+            unsafe { Coroutine::with_stack_unchecked(stack, entry) }
+        };
+        // SAFETY: nobody else sees the slot yet.
+        unsafe { *t.coro.get() = Some(coro) };
+    }
     match g {
         Some(g) => GroupStats::bump(&g.me().stats.spawned),
         None => {
@@ -191,6 +201,33 @@ where
         }
     }
     Ok(t)
+}
+
+/// Records the guard page below `stack` as `t`'s, for overflow reports.
+pub(crate) fn set_guard(t: TaskRef, stack: &DefaultStack) {
+    // corosensei's limit is the bottom of the mapping, whose first page is
+    // the guard page.
+    let limit = corosensei::stack::Stack::limit(stack).get();
+    // SAFETY: written before the task runs on `stack`, by whoever owns the
+    // task (its spawner, or the worker binding it); read only while it runs.
+    unsafe { *t.guard.get() = (limit, limit + stack::page_size()) };
+}
+
+/// Builds the coroutine of a never-run task whose body waits in its meta,
+/// on `stack` (its reserved stack or one its worker had at hand).
+///
+/// # Safety
+/// The caller owns `t` (it is about to run it) and `t` has a pending body.
+pub(crate) unsafe fn bind(t: TaskRef, stack: DefaultStack) {
+    // SAFETY: the caller owns the task and its meta's body.
+    let body = unsafe { (*t.body.get()).take() };
+    set_guard(t, &stack);
+    let entry = move |y: &TaskYielder, ()| body.run(t, y);
+    // SAFETY: what the body borrows outlives the task (promised to
+    // `prepare_unchecked`).
+    let coro: Coro = unsafe { Coroutine::with_stack_unchecked(stack, entry) };
+    // SAFETY: the caller owns the task.
+    unsafe { *t.coro.get() = Some(coro) };
 }
 
 /// Queues a prepared task (or, `urgent`, runs it at once on this worker).

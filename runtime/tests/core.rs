@@ -508,6 +508,65 @@ fn the_watchdog_reports_a_task_that_hogs_its_worker() {
     assert_eq!(rt.stats().stalls, 1, "one report per episode");
 }
 
+/// Tasks that never ran keep their body in their meta until their first
+/// run; cancelled at shutdown, they drop it (and what it captured).
+#[test]
+fn never_run_tasks_cancelled_at_shutdown_drop_their_captures() {
+    let rt = rt(1);
+    let (busy, release) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (b, r) = (busy.clone(), release.clone());
+    let hog = rt.spawn(move || {
+        b.store(true, Ordering::SeqCst);
+        while !r.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+    });
+    while !busy.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    let captured = Arc::new(7u64);
+    let waiting: Vec<_> = (0..100)
+        .map(|_| {
+            let c = captured.clone();
+            rt.spawn(move || *c)
+        })
+        .collect();
+    assert_eq!(Arc::strong_count(&captured), 101);
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        release.store(true, Ordering::SeqCst);
+    });
+    rt.shutdown();
+    releaser.join().unwrap();
+    hog.join().unwrap();
+    for h in waiting {
+        // Each either ran before the stop reached its worker, or was
+        // cancelled; either way its capture is gone.
+        match h.join() {
+            Ok(v) => assert_eq!(v, 7),
+            Err(e) => assert!(matches!(e, spindle::JoinError::Cancelled)),
+        }
+    }
+    assert_eq!(Arc::strong_count(&captured), 1, "every body was dropped");
+}
+
+/// A body too large to wait in the task's meta is bound to its stack at
+/// spawn instead; both kinds run and return their values.
+#[test]
+fn small_and_large_bodies_both_run() {
+    let rt = rt(2);
+    let big = [3u64; 32];
+    let small = 5u64;
+    let hs_big: Vec<_> = (0..100).map(|i| rt.spawn(move || big[i % 32] + i as u64)).collect();
+    let hs_small: Vec<_> = (0..100).map(|i| rt.spawn(move || small + i as u64)).collect();
+    for (i, h) in hs_big.into_iter().enumerate() {
+        assert_eq!(h.join().unwrap(), 3 + i as u64);
+    }
+    for (i, h) in hs_small.into_iter().enumerate() {
+        assert_eq!(h.join().unwrap(), 5 + i as u64);
+    }
+}
+
 /// Regression: tasks spawned from a plain thread ran only when a worker had
 /// nothing local, so tasks that yield in a loop starved them forever.
 #[test]
