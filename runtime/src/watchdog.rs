@@ -36,7 +36,9 @@ struct Seen {
 #[cfg(not(loom))]
 pub(crate) fn start(shared: Weak<Shared>, threshold: Duration) -> Option<spindle_timer::TimerId> {
     let period = (threshold / SAMPLES).max(Duration::from_millis(1));
-    let mut seen: Vec<Seen> = Vec::new();
+    // Room for every worker the runtime may grow to: the samples allocate
+    // nothing after this.
+    let mut seen: Vec<Seen> = Vec::with_capacity(crate::control::MAX_WORKERS);
     let timer = spindle_timer::TimerThread::global();
     let first = Instant::now() + period;
     timer
