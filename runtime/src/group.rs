@@ -479,7 +479,8 @@ impl TaskGroup {
         let me = self.me();
         me.running.store(t.id().as_u64(), Relaxed);
         // SAFETY: errno is this thread's; the saved value is the task's own.
-        // The guard and size were written at spawn and are read-only since.
+        // The guard was written at binding, the size at spawn; both are
+        // read-only since.
         unsafe {
             *libc::__errno_location() = *t.errno.get();
             let (guard_lo, guard_hi) = *t.guard.get();
@@ -517,11 +518,14 @@ impl TaskGroup {
     }
 
     /// Gives a never-run task whose body waits in its meta a coroutine: on
-    /// the stack this worker's last finished task gave back (hot in this
-    /// core's cache) if it has one, the task's reserved stack taking its
-    /// place in the cache; else on the reserved stack. So children waiting
-    /// in queues hold a stack each but touch none, and a burst of spawns
-    /// runs on a few hot stacks however far the runners fall behind.
+    /// the top stack of this worker's cache (the one its last finished task
+    /// gave back, hot in this core's cache) if it has one, the task's
+    /// reserved stack taking its place; else on the reserved stack. So
+    /// children waiting in queues hold a stack each but touch none, and a
+    /// burst of short tasks runs on a few hot stacks however far the runner
+    /// falls behind. (Children that block keep their stacks: the next one
+    /// then gets the untouched reserved stack, no worse than binding at
+    /// spawn.)
     fn bind(&self, t: TaskRef) {
         // SAFETY: we are about to run `t`: we own it and its meta's fields.
         let Some(reserved) = (unsafe { (*t.reserved.get()).take() }) else {

@@ -139,8 +139,8 @@ impl ResultSlot {
 /// A task's body while it waits for its first run, stored inline in its
 /// meta: a never-run task holds a reserved stack but has not touched it, and
 /// its first run builds the coroutine on whichever stack is hottest (see
-/// `TaskGroup::bind`). Bodies larger than [`BODY_WORDS`] words are written
-/// onto their stack at spawn instead, as before.
+/// `TaskGroup::bind`). Bodies that do not fit (over [`BODY_WORDS`] words, or
+/// aligned above a word) are written onto their stack at spawn instead.
 pub(crate) struct PendingBody {
     buf: MaybeUninit<[usize; BODY_WORDS]>,
     /// Moves the body out of `buf` and runs it; `None` when empty.
@@ -166,10 +166,14 @@ impl PendingBody {
     }
 
     /// Stores `body`, which must fit (see [`fits`](Self::fits)), in an
-    /// empty slot.
-    pub(crate) fn put<B>(&mut self, body: B)
+    /// empty slot. The slot erases `B`'s type, lifetime and thread bounds.
+    ///
+    /// # Safety
+    /// Everything `body` borrows must outlive the slot's `take`, `run` or
+    /// drop of it (for a task: until it has finished or been cancelled).
+    pub(crate) unsafe fn put<B>(&mut self, body: B)
     where
-        B: FnOnce(TaskRef, &TaskYielder),
+        B: FnOnce(TaskRef, &TaskYielder) + Send,
     {
         assert!(Self::fits::<B>() && self.run.is_none());
         unsafe fn run<B: FnOnce(TaskRef, &TaskYielder)>(p: *mut u8, t: TaskRef, y: &TaskYielder) {
@@ -278,7 +282,8 @@ pub(crate) struct TaskMeta {
 // the queues' release/acquire operations and the join butex.
 unsafe impl Sync for TaskMeta {}
 // SAFETY: as above; the coroutine it holds is moved between threads only
-// before it has started (see docs/safety.md).
+// before it has started (see docs/safety.md), and a pending body is `Send`
+// (`PendingBody::put` requires it).
 unsafe impl Send for TaskMeta {}
 
 pub(crate) const NO_HOME: usize = usize::MAX;

@@ -2,7 +2,9 @@
 //!
 //! Spawn is allocation-free in steady state: the task's slot comes from its
 //! worker's cache of free slots, its stack from the worker's cache of stacks,
-//! and its closure is written onto that stack by corosensei. Its result is
+//! and its closure waits inline in its meta (see `PendingBody`) until its
+//! first run builds the coroutine (`TaskGroup::bind`); a closure too large
+//! for that is written onto its stack by corosensei at once. Its result is
 //! stored inline in the slot when it fits (see `ResultSlot`). From a worker
 //! the new task goes on the worker's own deque (others may steal it until it
 //! first runs); from a plain thread it goes on the runtime's injector.
@@ -109,7 +111,8 @@ where
     unsafe { (*t.result.get()).put::<std::thread::Result<T>>(result) };
 }
 
-/// Allocates a slot and a stack and builds the coroutine.
+/// Allocates a slot and reserves a stack; keeps the body for the first run
+/// (or builds the coroutine now, for a body too large to keep).
 pub(crate) fn prepare<B>(
     shared: &Shared,
     stack_size: Option<usize>,
@@ -183,6 +186,8 @@ where
             (*t.body.get()).put(body);
             *t.reserved.get() = Some(stack);
         }
+        // (A `Builder::stack_size` that rounds to the default size also
+        // comes here: the stack is the same.)
     } else {
         set_guard(t, &stack);
         let coro: Coro = {

@@ -513,7 +513,10 @@ fn the_watchdog_reports_a_task_that_hogs_its_worker() {
 #[test]
 fn never_run_tasks_cancelled_at_shutdown_drop_their_captures() {
     let rt = rt(1);
-    let (busy, release) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (busy, release) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
     let (b, r) = (busy.clone(), release.clone());
     let hog = rt.spawn(move || {
         b.store(true, Ordering::SeqCst);
@@ -557,8 +560,12 @@ fn small_and_large_bodies_both_run() {
     let rt = rt(2);
     let big = [3u64; 32];
     let small = 5u64;
-    let hs_big: Vec<_> = (0..100).map(|i| rt.spawn(move || big[i % 32] + i as u64)).collect();
-    let hs_small: Vec<_> = (0..100).map(|i| rt.spawn(move || small + i as u64)).collect();
+    let hs_big: Vec<_> = (0..100)
+        .map(|i| rt.spawn(move || big[i % 32] + i as u64))
+        .collect();
+    let hs_small: Vec<_> = (0..100)
+        .map(|i| rt.spawn(move || small + i as u64))
+        .collect();
     for (i, h) in hs_big.into_iter().enumerate() {
         assert_eq!(h.join().unwrap(), 3 + i as u64);
     }
