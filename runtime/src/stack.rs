@@ -256,10 +256,20 @@ pub(crate) fn check_size(size: usize) -> io::Result<usize> {
 }
 
 fn map(size: usize) -> io::Result<DefaultStack> {
-    DefaultStack::new(size).map_err(|e| {
+    let stack = DefaultStack::new(size).map_err(|e| {
         io::Error::new(
             e.kind(),
             format!("cannot map a task stack of {size} bytes: {e}"),
         )
-    })
+    })?;
+    // Fault the top page in now, on the thread that mapped it. Its first
+    // run may be on another worker (tasks bind to a stack at first run), and
+    // a page fault there would contend with this thread's next mappings for
+    // the process's memory-map lock.
+    let top = corosensei::stack::Stack::base(&stack).get() as *mut u8;
+    // SAFETY: `base` is the (exclusive) top of the writable part of a fresh
+    // mapping of at least MIN_STACK_SIZE bytes; the byte below it is ours
+    // and nothing else uses this stack yet.
+    unsafe { top.sub(1).write_volatile(0) };
+    Ok(stack)
 }
