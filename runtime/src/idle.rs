@@ -122,8 +122,8 @@ impl Idle {
     }
 
     /// Wakes up to `n` (at most [`MAX_SIGNAL`]) parked workers, each made a
-    /// searcher; see the module docs. Returns how many were picked.
-    pub(crate) fn signal_task(&self, n: usize, from: usize) -> usize {
+    /// searcher; see the module docs.
+    pub(crate) fn signal_task(&self, n: usize, from: usize) {
         let n = n.min(MAX_SIGNAL);
         let workers = self.workers.load(Relaxed);
         let mut picked = 0;
@@ -143,7 +143,6 @@ impl Idle {
                 picked += 1;
             }
         }
-        picked
     }
 
     /// Wakes every waiter of `lot`, and moves its state so that a worker on

@@ -189,15 +189,9 @@ where
         // (A `Builder::stack_size` that rounds to the default size also
         // comes here: the stack is the same.)
     } else {
-        set_guard(t, &stack);
-        let coro: Coro = {
-            let entry = move |y: &TaskYielder, ()| body(t, y);
-            // SAFETY: the caller promises that what `body` borrows outlives
-            // the task; corosensei needs nothing else of a non-'static closure.
-            unsafe { Coroutine::with_stack_unchecked(stack, entry) }
-        };
-        // SAFETY: nobody else sees the slot yet.
-        unsafe { *t.coro.get() = Some(coro) };
+        // SAFETY: nobody else sees the slot yet, and the caller promises
+        // that what `body` borrows outlives the task.
+        unsafe { install_coroutine(t, stack, body) };
     }
     match g {
         Some(g) => GroupStats::bump(&g.me().stats.spawned),
@@ -208,14 +202,28 @@ where
     Ok(t)
 }
 
-/// Records the guard page below `stack` as `t`'s, for overflow reports.
-pub(crate) fn set_guard(t: TaskRef, stack: &DefaultStack) {
+/// Builds `t`'s coroutine on `stack` to run `body`, and records the stack's
+/// guard page as `t`'s for overflow reports.
+///
+/// # Safety
+/// The caller owns `t` (nobody else sees it, or it is about to run it), and
+/// what `body` borrows outlives the task.
+unsafe fn install_coroutine<B>(t: TaskRef, stack: DefaultStack, body: B)
+where
+    B: FnOnce(TaskRef, &TaskYielder),
+{
     // corosensei's limit is the bottom of the mapping, whose first page is
     // the guard page.
-    let limit = corosensei::stack::Stack::limit(stack).get();
-    // SAFETY: written before the task runs on `stack`, by whoever owns the
-    // task (its spawner, or the worker binding it); read only while it runs.
-    unsafe { *t.guard.get() = (limit, limit + stack::page_size()) };
+    let limit = corosensei::stack::Stack::limit(&stack).get();
+    let entry = move |y: &TaskYielder, ()| body(t, y);
+    // SAFETY: the caller promises that what `body` borrows outlives the
+    // task; corosensei needs nothing else of a non-'static closure.
+    let coro: Coro = unsafe { Coroutine::with_stack_unchecked(stack, entry) };
+    // SAFETY: the caller owns the task; the guard is read only while it runs.
+    unsafe {
+        *t.guard.get() = (limit, limit + stack::page_size());
+        *t.coro.get() = Some(coro);
+    }
 }
 
 /// Builds the coroutine of a never-run task whose body waits in its meta,
@@ -226,13 +234,9 @@ pub(crate) fn set_guard(t: TaskRef, stack: &DefaultStack) {
 pub(crate) unsafe fn bind(t: TaskRef, stack: DefaultStack) {
     // SAFETY: the caller owns the task and its meta's body.
     let body = unsafe { (*t.body.get()).take() };
-    set_guard(t, &stack);
-    let entry = move |y: &TaskYielder, ()| body.run(t, y);
-    // SAFETY: what the body borrows outlives the task (promised to
-    // `prepare_unchecked`).
-    let coro: Coro = unsafe { Coroutine::with_stack_unchecked(stack, entry) };
-    // SAFETY: the caller owns the task.
-    unsafe { *t.coro.get() = Some(coro) };
+    // SAFETY: the caller owns the task; what the body borrows outlives it
+    // (promised to `prepare_unchecked`).
+    unsafe { install_coroutine(t, stack, move |t, y| body.run(t, y)) };
 }
 
 /// Queues a prepared task (or, `urgent`, runs it at once on this worker).

@@ -13,7 +13,7 @@
 use crate::control::Shared;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Weak;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The default threshold (`runtime::Builder::stall_threshold`).
 pub(crate) const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_secs(1);
@@ -40,7 +40,7 @@ pub(crate) fn start(shared: Weak<Shared>, threshold: Duration) -> Option<spindle
     // nothing after this.
     let mut seen: Vec<Seen> = Vec::with_capacity(crate::control::MAX_WORKERS);
     let timer = spindle_timer::TimerThread::global();
-    let first = Instant::now() + period;
+    let first = std::time::Instant::now() + period;
     timer
         .schedule_periodic(first, period, move || {
             if let Some(shared) = shared.upgrade() {
