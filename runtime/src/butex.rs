@@ -669,15 +669,41 @@ mod tests {
         };
         // Unschedule: Removed (ARMED -> CANCELLED), Running (wait for the
         // callback to let go of the node), or nothing armed.
-        if m.timer
-            .compare_exchange(ARMED, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
-            == Err(RUNNING)
-        {
+        if cancel_timer(m) == Err(RUNNING) {
             while !m.node.timer_done.load(Ordering::Acquire) {
                 thread::yield_now();
             }
         }
         outcome
+    }
+
+    /// The timer's cancel (`unschedule`): `Ok` if it was still armed.
+    fn cancel_timer(m: &Model) -> Result<u32, u32> {
+        m.timer
+            .compare_exchange(ARMED, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+    }
+
+    /// The timer thread, firing the timer if it is still armed.
+    fn spawn_timer(m: &Arc<Model>) -> thread::JoinHandle<()> {
+        let m = m.clone();
+        thread::spawn(move || fire_timer(&m))
+    }
+
+    /// An interrupter of the wait; its thread returns whether the interrupt
+    /// stayed pending (it lost the race).
+    fn spawn_interrupter(m: &Arc<Model>) -> thread::JoinHandle<bool> {
+        let m = m.clone();
+        thread::spawn(move || {
+            let mut st = InterruptState {
+                pending: false,
+                waiting: &m.node,
+            };
+            assert!(
+                interrupt_locked(&mut st).is_none(),
+                "a thread waiter is unparked, not queued"
+            );
+            st.pending
+        })
     }
 
     fn fire_timer(m: &Model) {
@@ -707,24 +733,8 @@ mod tests {
                 let b = butex.clone();
                 thread::spawn(move || b.wake_one())
             };
-            let timer = {
-                let m = m.clone();
-                thread::spawn(move || fire_timer(&m))
-            };
-            let interrupter = {
-                let m = m.clone();
-                thread::spawn(move || {
-                    let mut st = InterruptState {
-                        pending: false,
-                        waiting: &m.node,
-                    };
-                    assert!(
-                        interrupt_locked(&mut st).is_none(),
-                        "a thread waiter is unparked, not queued"
-                    );
-                    st.pending
-                })
-            };
+            let timer = spawn_timer(&m);
+            let interrupter = spawn_interrupter(&m);
             let outcome = wait(&m);
             let woke = waker.join().unwrap();
             timer.join().unwrap();
@@ -754,10 +764,7 @@ mod tests {
                 thread::spawn(move || b.wake_one())
             };
             link(&m);
-            let timer = {
-                let m = m.clone();
-                thread::spawn(move || fire_timer(&m))
-            };
+            let timer = spawn_timer(&m);
             let first_waker = waker(&butex);
             let first = wait(&m);
             assert!(matches!(first, WOKEN | TIMED_OUT));
@@ -834,27 +841,11 @@ mod tests {
             let butex = Arc::new(Butex::new(0));
             let m = model(&butex, thread::current());
             link(&m);
-            let timer = {
-                let m = m.clone();
-                thread::spawn(move || fire_timer(&m))
-            };
-            let interrupter = {
-                let m = m.clone();
-                thread::spawn(move || {
-                    let mut st = InterruptState {
-                        pending: false,
-                        waiting: &m.node,
-                    };
-                    assert!(interrupt_locked(&mut st).is_none());
-                    st.pending
-                })
-            };
+            let timer = spawn_timer(&m);
+            let interrupter = spawn_interrupter(&m);
             // The worker, on the sleeper's thread before it resumes: the
             // cancel half of `end_sleep_early`, then the callback if it won.
-            if m.timer
-                .compare_exchange(ARMED, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
+            if cancel_timer(&m).is_ok() {
                 on_timeout(&m.node);
             }
             let outcome = wait(&m);

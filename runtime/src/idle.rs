@@ -336,6 +336,12 @@ mod tests {
             .collect()
     }
 
+    /// Runs `produce` on a thread of its own: a second producer.
+    fn producer(rt: &Arc<Rt>, produce: fn(&Rt)) -> thread::JoinHandle<()> {
+        let rt = rt.clone();
+        thread::spawn(move || produce(&rt))
+    }
+
     /// New, stealable work is always picked up: no worker sleeps through it.
     #[test]
     fn loom_stealable_work_is_never_lost() {
@@ -371,13 +377,10 @@ mod tests {
         model(|| {
             let rt = runtime();
             let ws = start_workers(&rt, 2);
-            let other = {
-                let rt = rt.clone();
-                thread::spawn(move || {
-                    rt.stealable2.push(8);
-                    rt.idle.notify_work(1);
-                })
-            };
+            let other = producer(&rt, |rt| {
+                rt.stealable2.push(8);
+                rt.idle.notify_work(1);
+            });
             rt.stealable.push(7);
             rt.idle.notify_work(0);
             other.join().unwrap();
@@ -396,13 +399,10 @@ mod tests {
         model(|| {
             let rt = runtime();
             let ws = start_workers(&rt, 2);
-            let other = {
-                let rt = rt.clone();
-                thread::spawn(move || {
-                    rt.workers[0].pinned.push(9);
-                    rt.idle.notify_worker(0);
-                })
-            };
+            let other = producer(&rt, |rt| {
+                rt.workers[0].pinned.push(9);
+                rt.idle.notify_worker(0);
+            });
             rt.stealable.push(7);
             rt.idle.notify_work(1);
             other.join().unwrap();

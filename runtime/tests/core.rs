@@ -1,7 +1,7 @@
 //! Runtime core: spawning, joining, yielding, stealing, pinning, panics.
 //! Several are ports of bthread's own tests (bthread_unittest.cpp).
 
-use spindle::{Runtime, TaskId};
+use spindle::{JoinHandle, Runtime, TaskId};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -439,6 +439,44 @@ fn waits_that_end_after_shutdown_are_harmless() {
     assert_eq!(rt2.spawn(|| 5).join().unwrap(), 5);
 }
 
+/// A task occupying a worker without ever yielding, until released.
+struct Hog {
+    task: JoinHandle<()>,
+    release: Arc<AtomicBool>,
+}
+
+/// Starts a [`Hog`] on `rt` and returns once it runs.
+fn hog(rt: &Runtime) -> Hog {
+    let (busy, release) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (b, r) = (busy.clone(), release.clone());
+    let task = rt.spawn(move || {
+        b.store(true, Ordering::SeqCst);
+        while !r.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+    });
+    while !busy.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Hog { task, release }
+}
+
+/// Shuts `rt` down while `hog` still holds its worker: the hog is released
+/// 20 ms later, so the worker meets the stop with its queues as they were.
+fn shutdown_while_hogged(rt: Runtime, hog: Hog) {
+    let release = hog.release;
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        release.store(true, Ordering::SeqCst);
+    });
+    rt.shutdown();
+    releaser.join().unwrap();
+    hog.task.join().unwrap();
+}
+
 /// A task whose timed wait has ended but which has not resumed yet (it is
 /// queued) when its runtime stops is cancelled: its stack is unwound and
 /// unmapped. Its wait's timer must be cancelled first, or it fires into the
@@ -447,7 +485,6 @@ fn waits_that_end_after_shutdown_are_harmless() {
 fn a_woken_task_cancelled_at_shutdown_leaves_no_timer_behind() {
     let rt = rt(1);
     let asleep = Arc::new(AtomicBool::new(false));
-    let release = Arc::new(AtomicBool::new(false));
     let a = asleep.clone();
     let sleeper = rt.spawn(move || {
         a.store(true, Ordering::SeqCst);
@@ -459,25 +496,9 @@ fn a_woken_task_cancelled_at_shutdown_leaves_no_timer_behind() {
     std::thread::sleep(Duration::from_millis(5));
     // Occupy the only worker without yielding, so the sleeper, once woken,
     // stays queued until the runtime stops.
-    let (busy, r) = (Arc::new(AtomicBool::new(false)), release.clone());
-    let b = busy.clone();
-    let hog = rt.spawn(move || {
-        b.store(true, Ordering::SeqCst);
-        while !r.load(Ordering::SeqCst) {
-            std::hint::spin_loop();
-        }
-    });
-    while !busy.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let hog = hog(&rt);
     spindle::interrupt(sleeper.id()).unwrap();
-    let releaser = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
-        release.store(true, Ordering::SeqCst);
-    });
-    rt.shutdown();
-    releaser.join().unwrap();
-    hog.join().unwrap();
+    shutdown_while_hogged(rt, hog);
     assert!(matches!(sleeper.join(), Err(spindle::JoinError::Cancelled)));
     // Past the sleep's deadline: had its timer been left armed, it would
     // have fired into the unmapped stack by now (a crash of this process).
@@ -513,20 +534,7 @@ fn the_watchdog_reports_a_task_that_hogs_its_worker() {
 #[test]
 fn never_run_tasks_cancelled_at_shutdown_drop_their_captures() {
     let rt = rt(1);
-    let (busy, release) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicBool::new(false)),
-    );
-    let (b, r) = (busy.clone(), release.clone());
-    let hog = rt.spawn(move || {
-        b.store(true, Ordering::SeqCst);
-        while !r.load(Ordering::SeqCst) {
-            std::hint::spin_loop();
-        }
-    });
-    while !busy.load(Ordering::SeqCst) {
-        std::thread::yield_now();
-    }
+    let hog = hog(&rt);
     let captured = Arc::new(7u64);
     let waiting: Vec<_> = (0..100)
         .map(|_| {
@@ -535,13 +543,7 @@ fn never_run_tasks_cancelled_at_shutdown_drop_their_captures() {
         })
         .collect();
     assert_eq!(Arc::strong_count(&captured), 101);
-    let releaser = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
-        release.store(true, Ordering::SeqCst);
-    });
-    rt.shutdown();
-    releaser.join().unwrap();
-    hog.join().unwrap();
+    shutdown_while_hogged(rt, hog);
     for h in waiting {
         // Each either ran before the stop reached its worker, or was
         // cancelled; either way its capture is gone.
