@@ -21,6 +21,9 @@
 //! worker), for may a coroutine. Results and how to read them:
 //! `docs/benchmarks-runtime.md`.
 
+mod common;
+
+use common::Peers;
 use criterion::{Criterion, SamplingMode};
 use spindle_benches::workload::{
     check_count, full_batches, Placement, MAY_SPAWN_BATCH, SPAWN_BATCH, YIELD_BATCH,
@@ -35,29 +38,6 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 fn bump() {
     COUNTER.fetch_add(1, Ordering::Relaxed);
-}
-
-/// The three runtimes, built once and shared by all benchmarks.
-struct Peers {
-    spindle: spindle::Runtime,
-    tokio: tokio::runtime::Runtime,
-}
-
-impl Peers {
-    fn new() -> Self {
-        // may is configured through globals, before its scheduler starts.
-        may::config().set_workers(2);
-        Peers {
-            spindle: spindle::Runtime::builder()
-                .workers(2)
-                .build()
-                .expect("spindle runtime"),
-            tokio: tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .build()
-                .expect("tokio runtime"),
-        }
-    }
 }
 
 /// Spawns `f` as a may coroutine.
@@ -418,7 +398,7 @@ fn main() {
         .measurement_time(Duration::from_secs(3))
         .sample_size(10)
         .configure_from_args();
-    let peers = Peers::new();
+    let peers = Peers::new(false);
     bench_all(&mut c, &peers);
     c.final_summary();
     // Shutting the runtimes down is part of the run: a hang here is a bug.

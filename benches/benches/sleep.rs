@@ -25,6 +25,9 @@
 //! "Inside a task" means on a worker: for spindle the body of `block_on` or a
 //! spawned task, for tokio a `tokio::spawn`ed task, for may a coroutine.
 
+mod common;
+
+use common::Peers;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode};
 use spindle_benches::sleepers::{
@@ -36,31 +39,6 @@ use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
-
-/// The runtimes, built once and shared by the benchmarks (many_sleepers
-/// builds its own spindle runtime, with small stacks).
-struct Peers {
-    spindle: spindle::Runtime,
-    tokio: tokio::runtime::Runtime,
-}
-
-impl Peers {
-    fn new() -> Self {
-        // may is configured through globals, before its scheduler starts.
-        may::config().set_workers(2);
-        Peers {
-            spindle: spindle::Runtime::builder()
-                .workers(2)
-                .build()
-                .expect("spindle runtime"),
-            tokio: tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_time()
-                .build()
-                .expect("tokio runtime"),
-        }
-    }
-}
 
 /// Spawns `f` as a may coroutine.
 fn may_go<F, T>(f: F) -> may::coroutine::JoinHandle<T>
@@ -735,7 +713,7 @@ fn many_sleepers(c: &mut Criterion, p: &Peers) {
 
 fn main() {
     let mut c = Criterion::default().configure_from_args();
-    let peers = Peers::new();
+    let peers = Peers::new(true);
     sleep_lateness(&mut c, &peers);
     interrupt_latency(&mut c, &peers);
     pingpong_butex(&mut c, &peers);

@@ -275,12 +275,7 @@ fn a_periodic_timer_can_cancel_itself() {
         .schedule_periodic(Instant::now(), Duration::from_micros(100), move || {
             let _g = &guard;
             if r.fetch_add(1, SeqCst) + 1 == 3 {
-                let id = loop {
-                    if let Some(id) = me.get() {
-                        break *id;
-                    }
-                    std::thread::yield_now();
-                };
+                let id = published_id(&me);
                 tx.send(t.unschedule(id)).unwrap();
             }
         })

@@ -54,12 +54,7 @@ fn a_callback_that_unschedules_itself_gets_running_without_deadlock() {
     let (t, me) = (timer.clone(), own_id.clone());
     let id = timer
         .schedule(Instant::now(), move || {
-            let id = loop {
-                if let Some(id) = me.get() {
-                    break *id;
-                }
-                std::thread::yield_now();
-            };
+            let id = published_id(&me);
             tx.send(t.unschedule(id)).unwrap();
         })
         .unwrap();

@@ -80,3 +80,14 @@ pub fn shuffled(n: usize, seed: u64) -> Vec<usize> {
     }
     v
 }
+
+/// The id a callback's own timer will have once `schedule` has returned and
+/// the test has published it in `slot` (a callback may run before that).
+pub fn published_id(slot: &std::sync::OnceLock<spindle_timer::TimerId>) -> spindle_timer::TimerId {
+    loop {
+        if let Some(id) = slot.get() {
+            return *id;
+        }
+        std::thread::yield_now();
+    }
+}
