@@ -65,48 +65,88 @@ impl fmt::Display for TaskId {
     }
 }
 
-/// Where a finished task leaves its result until the joiner takes it.
-///
-/// `std::thread::Result<T>` is stored inline when it fits in four words,
-/// boxed otherwise; `drop` remembers how to drop it if nobody takes it.
-pub(crate) struct ResultSlot {
-    buf: MaybeUninit<[usize; 4]>,
+/// A value whose type only its owner knows, kept inline in `N` words; it
+/// remembers how to drop itself. Both of a task's type-erased slots (its
+/// pending body and its result) are one of these.
+pub(crate) struct Inline<const N: usize> {
+    buf: MaybeUninit<[usize; N]>,
+    /// How to drop the value held; `None` when empty.
     drop: Option<unsafe fn(*mut u8)>,
 }
 
-impl ResultSlot {
-    const fn empty() -> Self {
-        ResultSlot {
-            buf: MaybeUninit::uninit(),
-            drop: None,
-        }
+impl<const N: usize> Inline<N> {
+    pub(crate) const EMPTY: Self = Inline {
+        buf: MaybeUninit::uninit(),
+        drop: None,
+    };
+
+    /// Whether a `V` fits.
+    pub(crate) fn fits<V>() -> bool {
+        mem::size_of::<V>() <= mem::size_of::<[usize; N]>()
+            && mem::align_of::<V>() <= mem::align_of::<usize>()
     }
 
-    fn fits<R>() -> bool {
-        mem::size_of::<R>() <= mem::size_of::<[usize; 4]>()
-            && mem::align_of::<R>() <= mem::align_of::<usize>()
+    /// Whether a value is held.
+    pub(crate) fn is_some(&self) -> bool {
+        self.drop.is_some()
+    }
+
+    /// Stores `value`, which must fit, in an empty slot.
+    pub(crate) fn put<V>(&mut self, value: V) {
+        assert!(Self::fits::<V>());
+        debug_assert!(self.drop.is_none());
+        unsafe fn drop_value<V>(p: *mut u8) {
+            // SAFETY: `p` holds a `V` written by `put` and not taken.
+            unsafe { ptr::drop_in_place(p.cast::<V>()) }
+        }
+        // SAFETY: `V` fits the buffer's size and alignment (asserted).
+        unsafe { self.buf.as_mut_ptr().cast::<V>().write(value) };
+        self.drop = Some(drop_value::<V>);
+    }
+
+    /// Takes the value out, leaving the slot empty.
+    ///
+    /// # Safety
+    /// The slot must hold a value stored by `put::<V>` with this very `V`.
+    pub(crate) unsafe fn take<V>(&mut self) -> V {
+        debug_assert!(self.drop.is_some());
+        self.drop = None;
+        // SAFETY: the caller promises a `V` is stored; `drop` is cleared, so
+        // it is read out only once.
+        unsafe { self.buf.as_mut_ptr().cast::<V>().read() }
+    }
+
+    /// Drops whatever the slot holds.
+    pub(crate) fn clear(&mut self) {
+        if let Some(drop) = self.drop.take() {
+            // SAFETY: `drop` was chosen by `put` for the value in `buf`.
+            unsafe { drop(self.buf.as_mut_ptr().cast::<u8>()) }
+        }
+    }
+}
+
+impl<const N: usize> Drop for Inline<N> {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+/// Where a finished task leaves its result until the joiner takes it:
+/// `std::thread::Result<T>` inline when it fits in four words, boxed
+/// otherwise.
+pub(crate) struct ResultSlot(Inline<4>);
+
+impl ResultSlot {
+    const fn empty() -> Self {
+        ResultSlot(Inline::EMPTY)
     }
 
     /// Stores `value`. The slot must be empty.
     pub(crate) fn put<R>(&mut self, value: R) {
-        debug_assert!(self.drop.is_none());
-        unsafe fn drop_inline<R>(p: *mut u8) {
-            // SAFETY: `p` points at an initialised `R` stored by `put`.
-            unsafe { ptr::drop_in_place(p.cast::<R>()) }
-        }
-        unsafe fn drop_boxed<R>(p: *mut u8) {
-            // SAFETY: `p` holds a `Box<R>` pointer written by `put`.
-            unsafe { drop(Box::from_raw(p.cast::<*mut R>().read())) }
-        }
-        let p = self.buf.as_mut_ptr().cast::<u8>();
-        if Self::fits::<R>() {
-            // SAFETY: `R` fits the buffer's size and alignment (checked above).
-            unsafe { p.cast::<R>().write(value) };
-            self.drop = Some(drop_inline::<R>);
+        if Inline::<4>::fits::<R>() {
+            self.0.put(value);
         } else {
-            // SAFETY: a pointer fits the buffer.
-            unsafe { p.cast::<*mut R>().write(Box::into_raw(Box::new(value))) };
-            self.drop = Some(drop_boxed::<R>);
+            self.0.put(Box::new(value));
         }
     }
 
@@ -115,24 +155,20 @@ impl ResultSlot {
     /// # Safety
     /// The slot must hold a value stored by `put::<R>` with this very `R`.
     pub(crate) unsafe fn take<R>(&mut self) -> R {
-        debug_assert!(self.drop.is_some());
-        self.drop = None;
-        let p = self.buf.as_mut_ptr().cast::<u8>();
-        if Self::fits::<R>() {
-            // SAFETY: the caller promises an `R` was stored inline.
-            unsafe { p.cast::<R>().read() }
-        } else {
-            // SAFETY: the caller promises a `Box<R>` pointer was stored.
-            unsafe { *Box::from_raw(p.cast::<*mut R>().read()) }
+        // SAFETY: the caller promises `put::<R>` stored it, inline or boxed
+        // as `fits` decides, the same way here.
+        unsafe {
+            if Inline::<4>::fits::<R>() {
+                self.0.take::<R>()
+            } else {
+                *self.0.take::<Box<R>>()
+            }
         }
     }
 
     /// Drops whatever the slot holds.
     fn clear(&mut self) {
-        if let Some(drop) = self.drop.take() {
-            // SAFETY: `drop` was chosen by `put` for the value in `buf`.
-            unsafe { drop(self.buf.as_mut_ptr().cast::<u8>()) }
-        }
+        self.0.clear();
     }
 }
 
@@ -142,11 +178,9 @@ impl ResultSlot {
 /// `TaskGroup::bind`). Bodies that do not fit (over [`BODY_WORDS`] words, or
 /// aligned above a word) are written onto their stack at spawn instead.
 pub(crate) struct PendingBody {
-    buf: MaybeUninit<[usize; BODY_WORDS]>,
-    /// Moves the body out of `buf` and runs it; `None` when empty.
-    run: Option<unsafe fn(*mut u8, TaskRef, &TaskYielder)>,
-    /// Drops a body that will never run.
-    drop: unsafe fn(*mut u8),
+    body: Inline<BODY_WORDS>,
+    /// Takes the body out of `body` and runs it; `None` when empty.
+    run: Option<unsafe fn(&mut Inline<BODY_WORDS>, TaskRef, &TaskYielder)>,
 }
 
 /// The largest body kept inline: a closure capturing up to 6 words.
@@ -154,15 +188,13 @@ pub(crate) const BODY_WORDS: usize = 6;
 
 impl PendingBody {
     const EMPTY: PendingBody = PendingBody {
-        buf: MaybeUninit::uninit(),
+        body: Inline::EMPTY,
         run: None,
-        drop: drop_nothing,
     };
 
     /// Whether a body of type `B` fits inline.
     pub(crate) fn fits<B>() -> bool {
-        mem::size_of::<B>() <= mem::size_of::<[usize; BODY_WORDS]>()
-            && mem::align_of::<B>() <= mem::align_of::<usize>()
+        Inline::<BODY_WORDS>::fits::<B>()
     }
 
     /// Stores `body`, which must fit (see [`fits`](Self::fits)), in an
@@ -175,26 +207,23 @@ impl PendingBody {
     where
         B: FnOnce(TaskRef, &TaskYielder) + Send,
     {
-        assert!(Self::fits::<B>() && self.run.is_none());
-        unsafe fn run<B: FnOnce(TaskRef, &TaskYielder)>(p: *mut u8, t: TaskRef, y: &TaskYielder) {
-            // SAFETY: `p` holds a `B` written by `put`, read out exactly once
-            // (the caller cleared `run` first).
-            let body = unsafe { p.cast::<B>().read() };
+        unsafe fn run<B: FnOnce(TaskRef, &TaskYielder)>(
+            body: &mut Inline<BODY_WORDS>,
+            t: TaskRef,
+            y: &TaskYielder,
+        ) {
+            // SAFETY: `put::<B>` stored a `B`; `take` empties the slot, so it
+            // runs once.
+            let body = unsafe { body.take::<B>() };
             body(t, y)
         }
-        unsafe fn drop_body<B>(p: *mut u8) {
-            // SAFETY: `p` holds a `B` written by `put` that never ran.
-            unsafe { ptr::drop_in_place(p.cast::<B>()) }
-        }
-        // SAFETY: `B` fits the buffer's size and alignment (asserted).
-        unsafe { self.buf.as_mut_ptr().cast::<B>().write(body) };
+        self.body.put(body);
         self.run = Some(run::<B>);
-        self.drop = drop_body::<B>;
     }
 
     /// Whether a body is waiting.
     pub(crate) fn is_some(&self) -> bool {
-        self.run.is_some()
+        self.body.is_some()
     }
 
     /// Moves the waiting body out, leaving the slot empty.
@@ -205,21 +234,8 @@ impl PendingBody {
     /// Runs the body. The slot must hold one.
     pub(crate) fn run(mut self, t: TaskRef, y: &TaskYielder) {
         let run = self.run.take().expect("a pending body");
-        // SAFETY: `buf` holds the body `run` was made for; `run` is cleared,
-        // so neither a second run nor our `Drop` touches it again.
-        unsafe { run(self.buf.as_mut_ptr().cast::<u8>(), t, y) }
-    }
-}
-
-unsafe fn drop_nothing(_: *mut u8) {}
-
-impl Drop for PendingBody {
-    fn drop(&mut self) {
-        if self.run.take().is_some() {
-            // SAFETY: `drop` was chosen by `put` for the body in `buf`, which
-            // never ran.
-            unsafe { (self.drop)(self.buf.as_mut_ptr().cast::<u8>()) }
-        }
+        // SAFETY: `run` was made by `put` for the body in `self.body`.
+        unsafe { run(&mut self.body, t, y) }
     }
 }
 
