@@ -451,6 +451,11 @@ impl TaskGroup {
             }
             until = Some(s.deadline - SLEEP_SPIN_AHEAD);
         }
+        // Nothing to run: unmap a chunk of the pool's surplus stacks, if it
+        // has some (stack.rs), then look again.
+        if self.shared.stacks.release_some() {
+            return None;
+        }
         // Park (see idle.rs for the handshake).
         let me = self.me();
         let (slept, found) = self.shared.idle.park(

@@ -1,18 +1,28 @@
 //! Task stacks: mmap'd once, with a guard page, then reused.
 //!
 //! A stack is a corosensei `DefaultStack` (an mmap'd region whose lowest page
-//! is `PROT_NONE`, so an overflow faults instead of corrupting memory). Mapping
-//! and unmapping cost three syscalls and a TLB shoot-down, several
-//! microseconds, so finished tasks give their stack back for reuse: to their
-//! worker's private cache (no lock), which trades with a shared pool in
-//! batches of [`BATCH`] (one lock per batch). Spawn takes in the same order and
-//! maps a new stack only when both are empty. So after a burst of tasks, the
-//! next burst of the same size maps nothing. The shared pools of all
-//! runtimes keep at most a quarter of `vm.max_map_count` stacks (two
-//! mappings each, so half the mappings); past that they are unmapped, and a
-//! mapping that fails for want of memory or mappings first makes the pool
-//! unmap its idle stacks and is tried once more. A pooled stack keeps the
-//! pages its last task touched (usually one or two), as bthread's do.
+//! is `PROT_NONE`, so an overflow faults instead of corrupting memory). On
+//! this VM a new stack costs about 8 µs (mmap, mprotect and the first page
+//! fault) and unmapping one 7 µs, 25 µs when another thread of the process
+//! runs (a TLB shoot-down), so finished tasks give their stack back for
+//! reuse: to their worker's private cache (no lock), which trades with a
+//! shared pool in batches of [`BATCH`] (one lock per batch). Spawn takes in
+//! the same order and maps a new stack only when both are empty. So after a
+//! burst of tasks, the next burst of the same size maps nothing. A pooled
+//! stack keeps the pages its last task touched (usually one or two), as
+//! bthread's do.
+//!
+//! Nothing is unmapped on the way: the end of a burst costs no syscalls. The
+//! shared pools of all runtimes aim to keep at most a quarter of
+//! `vm.max_map_count` idle stacks (two mappings each, so half the mappings).
+//! Above that, what stayed idle for a whole [`RELEASE_PERIOD`] is surplus:
+//! the runtime's periodic housekeeping (`watchdog.rs`) marks it, and workers
+//! with nothing to run unmap it, [`RELEASE_CHUNK`] stacks at a time, looking
+//! for work between chunks (Go's background scavenger does the same for its
+//! heap). Idle stacks never raise the peak number of mappings, which their
+//! tasks reached a moment before; and a mapping that fails for want of
+//! memory or mappings first makes the pool unmap its idle stacks, and is
+//! tried once more.
 //!
 //! A failed mapping is an error returned by spawn; a task never runs on a
 //! worker's own stack (brpc #1648). Stacks of the runtime's default size are
@@ -20,28 +30,34 @@
 //! when it ends.
 
 use corosensei::stack::DefaultStack;
+use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Stacks a worker keeps for itself before handing a batch to the shared pool.
 pub(crate) const LOCAL_CACHE: usize = 256;
 /// Stacks moved between a worker's cache and the shared pool at once.
 pub(crate) const BATCH: usize = 64;
-/// The shared pools of all runtimes together keep at most this fraction of
-/// the process's memory-map limit (`vm.max_map_count`) in idle stacks, two
-/// mappings each: half of the mappings at most, so that idle stacks can
-/// never use up the ones that everything else in the process needs. With
-/// the kernel's default of 65 530 that is 16 382 stacks. Keeping them is
-/// what makes the next burst cheap: on this VM a new stack costs about
-/// 10 µs (mmap + mprotect + the first page fault), a pooled one nothing.
-/// (bthread keeps every stack it ever made.)
+/// The shared pools of all runtimes together aim to keep at most this
+/// fraction of the process's memory-map limit (`vm.max_map_count`) in idle
+/// stacks, two mappings each: half of the mappings, so that idle stacks do
+/// not sit on the ones that everything else in the process needs. With the
+/// kernel's default of 65 530 that is 16 382 stacks. (bthread keeps every
+/// stack it ever made.)
 const POOL_SHARE_OF_MAP_COUNT: usize = 4;
+/// Idle stacks beyond the limit that no spawn needed for this long are
+/// unmapped.
+pub(crate) const RELEASE_PERIOD: Duration = Duration::from_secs(1);
+/// Stacks an idle worker unmaps before it looks for work again: about
+/// 0.2 ms of munmaps.
+pub(crate) const RELEASE_CHUNK: usize = 32;
 
 /// Idle stacks in the shared pools of all runtimes.
 static POOLED: AtomicUsize = AtomicUsize::new(0);
 
-/// The most idle stacks the shared pools keep before unmapping the rest.
+/// The most idle stacks the shared pools aim to keep.
 fn shared_pool_limit() -> usize {
     static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *LIMIT.get_or_init(|| {
@@ -51,22 +67,6 @@ fn shared_pool_limit() -> usize {
             .unwrap_or(65_530);
         max_map_count / POOL_SHARE_OF_MAP_COUNT
     })
-}
-
-/// Reserves room for up to `n` more idle stacks; returns how many fit.
-fn reserve_pooled(n: usize) -> usize {
-    let limit = shared_pool_limit();
-    let mut cur = POOLED.load(Relaxed);
-    loop {
-        let k = n.min(limit.saturating_sub(cur));
-        if k == 0 {
-            return 0;
-        }
-        match POOLED.compare_exchange_weak(cur, cur + k, Relaxed, Relaxed) {
-            Ok(_) => return k,
-            Err(c) => cur = c,
-        }
-    }
 }
 
 /// The smallest stack we hand out: enough for formatting and a panic.
@@ -96,7 +96,38 @@ pub(crate) struct StackPool {
     id: u64,
     /// The size of pooled stacks (the runtime's default stack size).
     size: usize,
-    shared: Mutex<Vec<DefaultStack>>,
+    shared: Mutex<Shelf>,
+}
+
+/// The idle stacks of a pool, and what is to become of them.
+#[derive(Default)]
+struct Shelf {
+    /// Taken from and given to at the back: the front holds the stacks that
+    /// have been idle longest.
+    stacks: VecDeque<DefaultStack>,
+    /// The fewest stacks on the shelf since the last [`StackPool::tick`]:
+    /// that many have been idle the whole time.
+    low_water: usize,
+    /// How many of the front stacks idle workers are to unmap.
+    release: usize,
+    /// When the last release period began (`None` before the first tick).
+    period_start: Option<Instant>,
+}
+
+impl Shelf {
+    fn pop_back(&mut self, n: usize) -> std::collections::vec_deque::Drain<'_, DefaultStack> {
+        let at = self.stacks.len().saturating_sub(n);
+        POOLED.fetch_sub(self.stacks.len() - at, Relaxed);
+        self.low_water = self.low_water.min(at);
+        self.release = self.release.min(at);
+        self.stacks.drain(at..)
+    }
+
+    fn push_back(&mut self, stacks: impl IntoIterator<Item = DefaultStack>) {
+        let before = self.stacks.len();
+        self.stacks.extend(stacks);
+        POOLED.fetch_add(self.stacks.len() - before, Relaxed);
+    }
 }
 
 impl std::fmt::Debug for StackPool {
@@ -114,7 +145,7 @@ impl StackPool {
         StackPool {
             id: NEXT_ID.fetch_add(1, Relaxed),
             size,
-            shared: Mutex::new(Vec::new()),
+            shared: Mutex::new(Shelf::default()),
         }
     }
 
@@ -133,18 +164,14 @@ impl StackPool {
             match local {
                 Some(l) => {
                     if l.is_empty() {
-                        let mut shared = self.lock();
-                        let at = shared.len().saturating_sub(BATCH);
-                        POOLED.fetch_sub(shared.len() - at, Relaxed);
-                        l.extend(shared.drain(at..));
+                        l.extend(self.lock().pop_back(BATCH));
                     }
                     if let Some(s) = l.pop() {
                         return Ok(s);
                     }
                 }
                 None => {
-                    if let Some(s) = self.lock().pop() {
-                        POOLED.fetch_sub(1, Relaxed);
+                    if let Some(s) = self.lock().pop_back(1).next() {
                         return Ok(s);
                     }
                 }
@@ -180,8 +207,7 @@ impl StackPool {
 
     /// Unmaps every idle stack of the shared pool; returns how many.
     pub(crate) fn trim(&self) -> usize {
-        let idle = std::mem::take(&mut *self.lock());
-        POOLED.fetch_sub(idle.len(), Relaxed);
+        let idle = self.lock().pop_back(usize::MAX).collect::<Vec<_>>();
         idle.len()
     }
 
@@ -200,34 +226,76 @@ impl StackPool {
                 l.push(stack);
                 if l.len() > LOCAL_CACHE {
                     let at = l.len() - BATCH;
-                    let room = reserve_pooled(BATCH);
-                    // What does not fit stays in the drain, which drops
-                    // (unmaps) it.
-                    self.lock().extend(l.drain(at..).take(room));
+                    self.lock().push_back(l.drain(at..));
                 }
             }
-            None => {
-                if reserve_pooled(1) == 1 {
-                    self.lock().push(stack);
-                }
-            }
+            None => self.lock().push_back([stack]),
         }
     }
 
     /// Hands a worker's private cache back to the shared pool (worker exit).
     pub(crate) fn give_all(&self, local: &mut Vec<DefaultStack>) {
-        let room = reserve_pooled(local.len());
-        self.lock().extend(local.drain(..).take(room));
+        self.lock().push_back(local.drain(..));
+    }
+
+    /// Housekeeping, called periodically (more often than
+    /// [`RELEASE_PERIOD`]). At the end of each period, marks for release
+    /// the idle stacks beyond the limit that no spawn needed during it.
+    /// Returns whether some are marked: idle workers unmap them
+    /// ([`release_some`](Self::release_some)).
+    pub(crate) fn tick(&self, now: Instant) -> bool {
+        self.lock()
+            .tick(now, POOLED.load(Relaxed), shared_pool_limit())
+    }
+
+    /// Unmaps up to [`RELEASE_CHUNK`] of the stacks marked for release;
+    /// returns whether it unmapped any.
+    pub(crate) fn release_some(&self) -> bool {
+        let chunk: Vec<DefaultStack> = {
+            let mut shelf = self.lock();
+            let n = shelf.release.min(RELEASE_CHUNK);
+            if n == 0 {
+                return false;
+            }
+            shelf.release -= n;
+            shelf.low_water -= n;
+            POOLED.fetch_sub(n, Relaxed);
+            shelf.stacks.drain(..n).collect()
+        };
+        drop(chunk); // unmapped, outside the lock
+        true
     }
 
     /// Stacks in the shared pool now.
     pub(crate) fn pooled(&self) -> usize {
-        self.lock().len()
+        self.lock().stacks.len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<DefaultStack>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shelf> {
         // The pool holds plain values; a panic elsewhere cannot leave it torn.
         self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Shelf {
+    /// See [`StackPool::tick`]; `pooled` is the number of idle stacks in all
+    /// pools, `limit` the most they aim to keep.
+    fn tick(&mut self, now: Instant, pooled: usize, limit: usize) -> bool {
+        match self.period_start {
+            Some(start) if now.saturating_duration_since(start) < RELEASE_PERIOD => {}
+            _ => {
+                // Idle all period long, and beyond the limit.
+                let surplus = if self.period_start.is_some() {
+                    self.low_water.min(pooled.saturating_sub(limit))
+                } else {
+                    0
+                };
+                self.release = self.release.max(surplus);
+                self.low_water = self.stacks.len();
+                self.period_start = Some(now);
+            }
+        }
+        self.release > 0
     }
 }
 
@@ -272,4 +340,91 @@ fn map(size: usize) -> io::Result<DefaultStack> {
     // and nothing else uses this stack yet.
     unsafe { top.sub(1).write_volatile(0) };
     Ok(stack)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn pool_with(n: usize) -> StackPool {
+        let pool = StackPool::new(MIN_STACK_SIZE);
+        for _ in 0..n {
+            pool.give(MIN_STACK_SIZE, map(MIN_STACK_SIZE).unwrap(), None);
+        }
+        pool
+    }
+
+    fn take(pool: &StackPool, n: usize) {
+        for _ in 0..n {
+            pool.take(MIN_STACK_SIZE, None).unwrap();
+        }
+    }
+
+    fn tick(pool: &StackPool, at: Instant, limit: usize) -> bool {
+        let pooled = pool.pooled();
+        pool.lock().tick(at, pooled, limit)
+    }
+
+    fn release_all(pool: &StackPool) -> usize {
+        let before = pool.pooled();
+        while pool.release_some() {}
+        before - pool.pooled()
+    }
+
+    #[test]
+    fn surplus_is_what_stayed_idle_a_whole_period_beyond_the_limit() {
+        let pool = pool_with(10);
+        let t0 = Instant::now();
+        assert!(!tick(&pool, t0, 4), "the first tick only starts a period");
+        take(&pool, 3); // 7 left, idle all period
+        assert!(!tick(&pool, t0 + RELEASE_PERIOD / 2, 4), "mid-period");
+        assert_eq!(release_all(&pool), 0);
+        assert!(tick(&pool, t0 + RELEASE_PERIOD, 4));
+        assert_eq!(release_all(&pool), 3, "down to the limit");
+        assert_eq!(pool.pooled(), 4);
+        assert!(
+            !tick(&pool, t0 + 2 * RELEASE_PERIOD, 4),
+            "nothing beyond the limit"
+        );
+    }
+
+    #[test]
+    fn stacks_given_back_during_a_period_wait_for_the_next() {
+        let pool = pool_with(0);
+        let t0 = Instant::now();
+        assert!(!tick(&pool, t0, 0));
+        pool.give(MIN_STACK_SIZE, map(MIN_STACK_SIZE).unwrap(), None);
+        pool.give(MIN_STACK_SIZE, map(MIN_STACK_SIZE).unwrap(), None);
+        assert!(!tick(&pool, t0 + RELEASE_PERIOD, 0), "not idle all period");
+        assert!(tick(&pool, t0 + 2 * RELEASE_PERIOD, 0));
+        assert_eq!(release_all(&pool), 2);
+    }
+
+    #[test]
+    fn a_burst_takes_back_stacks_marked_for_release() {
+        let pool = pool_with(10);
+        let t0 = Instant::now();
+        tick(&pool, t0, 0);
+        assert!(tick(&pool, t0 + RELEASE_PERIOD, 0));
+        take(&pool, 8); // a burst: only 2 remain to release
+        assert_eq!(release_all(&pool), 2);
+        assert_eq!(pool.pooled(), 0);
+        // Given back again: idle from now on, so surplus a period later.
+        pool.give(MIN_STACK_SIZE, map(MIN_STACK_SIZE).unwrap(), None);
+        assert!(!tick(&pool, t0 + 2 * RELEASE_PERIOD, 0));
+        assert!(tick(&pool, t0 + 3 * RELEASE_PERIOD, 0));
+        assert_eq!(release_all(&pool), 1);
+    }
+
+    #[test]
+    fn releases_come_in_chunks() {
+        let pool = pool_with(RELEASE_CHUNK + 1);
+        let t0 = Instant::now();
+        tick(&pool, t0, 0);
+        assert!(tick(&pool, t0 + RELEASE_PERIOD, 0));
+        assert!(pool.release_some());
+        assert_eq!(pool.pooled(), 1);
+        assert!(pool.release_some());
+        assert!(!pool.release_some());
+    }
 }

@@ -9,6 +9,11 @@
 //! running the same task with no switch for the whole threshold is reported
 //! once per episode (a `warn!` naming the task, and
 //! [`RuntimeStats::stalls`](crate::RuntimeStats::stalls)).
+//!
+//! The same periodic timer does the stack pool's housekeeping: it marks the
+//! idle stacks that have become surplus (`stack.rs`), and wakes a worker to
+//! unmap them if all are parked. So it samples at least four times per
+//! stack release period too, whatever the threshold.
 
 use crate::control::Shared;
 use std::sync::atomic::Ordering::Relaxed;
@@ -17,7 +22,7 @@ use std::time::Duration;
 
 /// The default threshold (`runtime::Builder::stall_threshold`).
 pub(crate) const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_secs(1);
-/// Samples per threshold.
+/// Samples per threshold, at least.
 const SAMPLES: u32 = 4;
 
 /// What the watchdog remembers of one worker between samples (only the
@@ -35,7 +40,13 @@ struct Seen {
 /// timer to cancel at shutdown, or `None` if there is no timer thread.
 #[cfg(not(loom))]
 pub(crate) fn start(shared: Weak<Shared>, threshold: Duration) -> Option<spindle_timer::TimerId> {
-    let period = (threshold / SAMPLES).max(Duration::from_millis(1));
+    // At least SAMPLES per threshold, and several per stack release period.
+    let period = (threshold / SAMPLES)
+        .min(crate::stack::RELEASE_PERIOD / SAMPLES)
+        .max(Duration::from_millis(1));
+    // Consecutive still samples that make a stall: the threshold, rounded up.
+    let needed = threshold.as_nanos().div_ceil(period.as_nanos()).max(1);
+    let needed = u32::try_from(needed).unwrap_or(u32::MAX);
     // Room for every worker the runtime may grow to: the samples allocate
     // nothing after this.
     let mut seen: Vec<Seen> = Vec::with_capacity(crate::control::MAX_WORKERS);
@@ -44,7 +55,12 @@ pub(crate) fn start(shared: Weak<Shared>, threshold: Duration) -> Option<spindle
     timer
         .schedule_periodic(first, period, move || {
             if let Some(shared) = shared.upgrade() {
-                sample(&shared, &mut seen);
+                sample(&shared, &mut seen, needed);
+                // The same timer keeps the stack pool: surplus stacks are
+                // unmapped by idle workers, so wake one if all are parked.
+                if shared.stacks.tick(std::time::Instant::now()) {
+                    shared.idle.notify_work(0);
+                }
             }
         })
         .map_err(|error| tracing::warn!(%error, "no stall watchdog: the timer thread refused"))
@@ -59,7 +75,7 @@ pub(crate) fn start(_: Weak<Shared>, _: Duration) -> Option<spindle_timer::Timer
 
 /// One look at every worker.
 #[cfg_attr(loom, allow(dead_code))]
-fn sample(shared: &Shared, seen: &mut Vec<Seen>) {
+fn sample(shared: &Shared, seen: &mut Vec<Seen>, needed: u32) {
     let workers = shared.worker_count();
     seen.resize(workers, Seen::default());
     for (i, s) in seen.iter_mut().enumerate() {
@@ -68,7 +84,7 @@ fn sample(shared: &Shared, seen: &mut Vec<Seen>) {
         let switches = g.stats.switches.load(Relaxed);
         if task != 0 && task == s.task && switches == s.switches {
             s.still += 1;
-            if s.still >= SAMPLES && !s.reported {
+            if s.still >= needed && !s.reported {
                 s.reported = true;
                 shared.stalls.fetch_add(1, Relaxed);
                 tracing::warn!(

@@ -1,0 +1,63 @@
+//! Idle stacks beyond the pool's limit are unmapped once a burst is over.
+//!
+//! In a binary of its own: the limit is shared by every runtime of the
+//! process, and this test fills the pools past it.
+
+use spindle::{Butex, Runtime};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The stack pools of a process aim to keep a quarter of its map limit.
+fn pool_limit() -> usize {
+    let max_map_count: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .expect("read /proc/sys/vm/max_map_count")
+        .trim()
+        .parse()
+        .expect("a number");
+    max_map_count / 4
+}
+
+/// A burst of tasks, all alive at once, that leaves more idle stacks than
+/// the pool keeps: the end of the burst unmaps nothing, and then, with the
+/// runtime idle, its workers unmap the surplus on their own.
+#[test]
+fn idle_workers_unmap_the_surplus_of_a_burst() {
+    let limit = pool_limit();
+    let burst = limit + 2_000;
+    let rt = Runtime::builder()
+        .workers(2)
+        .stack_size(16 * 1024)
+        .build()
+        .unwrap();
+    let gate = Arc::new(Butex::new(0));
+    rt.block_on(|| {
+        let hs: Vec<_> = (0..burst)
+            .map(|_| {
+                let gate = gate.clone();
+                spindle::spawn(move || {
+                    while gate.value().load(Ordering::Acquire) == 0 {
+                        let _ = gate.wait(0, None);
+                    }
+                })
+            })
+            .collect();
+        gate.value().store(1, Ordering::Release);
+        gate.wake_all();
+        for h in hs {
+            h.join().unwrap();
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut pooled = rt.stats().pooled_stacks;
+    while pooled > limit {
+        assert!(
+            Instant::now() < deadline,
+            "{pooled} idle stacks a minute after the burst; the pool keeps {limit}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        pooled = rt.stats().pooled_stacks;
+    }
+    // Down to the limit, not to nothing: the next burst maps only the rest.
+    assert_eq!(pooled, limit, "the pool kept too few");
+}
