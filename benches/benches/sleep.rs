@@ -4,7 +4,9 @@
 //! - `sleep_lateness/{1ms,100us}`: one sleeper at a time on an otherwise
 //!   idle runtime; per sleep, how late it woke (actual - requested).
 //! - `interrupt_latency`: a task sleeping 10 s is woken from a plain thread;
-//!   from just before the wake call to the sleeper running again.
+//!   from just before the wake call to the sleeper running again. For
+//!   spindle also with the sleeper's worker kept busy by a yielding task,
+//!   so that no thread has to be woken.
 //! - `pingpong_butex`: two spindle tasks hand a turn back and forth through
 //!   one `spindle::Butex`; per round trip.
 //! - `deadline_churn`: the same turn-taking, per hand-off, with and without a
@@ -204,6 +206,40 @@ fn spindle_interrupt(rt: &spindle::Runtime, n: u64) -> Vec<i64> {
     out
 }
 
+/// [`spindle_interrupt`] with the sleeper's worker kept awake by a task that
+/// yields in a loop (a busy server): the interrupt needs no wake-up, only a
+/// turn on the worker, so this is the runtime's own share of the latency.
+fn spindle_interrupt_busy(rt: &spindle::Runtime, n: u64) -> Vec<i64> {
+    let (tx, rx) = channel();
+    let h = rt.spawn(move || {
+        // Started at once on this worker, and so pinned to it.
+        let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let spinner = {
+            let busy = busy.clone();
+            spindle::spawn_urgent(move || {
+                while busy.load(Ordering::Relaxed) {
+                    spindle::yield_now();
+                }
+            })
+        };
+        for _ in 0..n {
+            tx.send(Instant::now()).expect("driver alive");
+            let r = spindle::sleep(LONG_SLEEP);
+            let woke = Instant::now();
+            assert_eq!(r, Err(spindle::SleepError::Interrupted), "lost interrupt");
+            tx.send(woke).expect("driver alive");
+        }
+        busy.store(false, Ordering::Relaxed);
+        spinner.join().expect("the spinner does not panic");
+    });
+    let id = h.id();
+    let out = drive_wakes(n, &rx, || {
+        spindle::interrupt(id).expect("the sleeper is alive");
+    });
+    h.join().expect("spindle sleeper failed");
+    out
+}
+
 fn tokio_interrupt(rt: &tokio::runtime::Runtime, n: u64) -> Vec<i64> {
     let (tx, rx) = channel();
     let notify = Arc::new(tokio::sync::Notify::new());
@@ -284,8 +320,12 @@ fn interrupt_latency(c: &mut Criterion, p: &Peers) {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(200))
         .measurement_time(Duration::from_millis(1500));
-    let cases: [(&str, Sampler); 4] = [
+    let cases: [(&str, Sampler); 5] = [
         ("spindle", Box::new(|n| spindle_interrupt(&p.spindle, n))),
+        (
+            "spindle (worker busy)",
+            Box::new(|n| spindle_interrupt_busy(&p.spindle, n)),
+        ),
         ("tokio", Box::new(|n| tokio_interrupt(&p.tokio, n))),
         ("may", Box::new(may_interrupt)),
         ("std", Box::new(std_interrupt)),

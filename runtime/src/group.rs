@@ -14,7 +14,9 @@
 //! - `remote` (in [`GroupShared`]): started tasks woken by other threads.
 //!
 //! The loop takes work in this order: `fresh`, then `ready` (so a yield goes
-//! behind the tasks spawned before it), then the `remote` queue; every
+//! behind the tasks spawned before it), with the `remote` queue appended to
+//! `ready` just before each take from it (so a woken task waits behind the
+//! started tasks that were ready before it, not behind later yields); every
 //! [`REMOTE_TICK`] runs the injector (spawns from plain threads) goes first,
 //! then the drained remote queue and `ready`, so that neither new, woken nor
 //! yielded tasks starve behind local churn.
@@ -333,13 +335,11 @@ impl TaskGroup {
         if let Some(t) = self.fresh.pop() {
             return Some(t);
         }
-        if let Some(t) = self.ready.pop_front() {
-            return Some(t);
-        }
-        if self.me().remote.take_all(&self.ready) > 0 {
-            return self.ready.pop_front();
-        }
-        None
+        // Tasks woken from elsewhere join the ready queue as soon as they
+        // are seen (an empty remote queue costs one load), so a worker busy
+        // with yielding tasks runs them after those ready before them.
+        self.me().remote.take_all(&self.ready);
+        self.ready.pop_front()
     }
 
     /// A batch of tasks spawned from plain threads, if any.
