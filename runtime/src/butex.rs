@@ -7,7 +7,10 @@
 //!
 //! # The waiter protocol
 //!
-//! A waiter is a [`WaitNode`] on the waiter's own stack. Four parties may end
+//! A waiter is a [`WaitNode`]: in the task's meta for a task (a task waits
+//! on one butex at a time, and the meta is where wakers and the timer thread
+//! find everything else they touch), on its own stack for a plain thread.
+//! Four parties may end
 //! a wait: a waker (`wake_one`/`wake_all`), the wait's timer, an
 //! `interrupt`/`stop`, and the value check. Every one of them decides **under
 //! the butex's lock**: whoever finds the node still linked unlinks it and
@@ -83,7 +86,8 @@ pub(crate) enum Waiter {
     Thread(Thread),
 }
 
-/// One wait, on the waiter's stack; see the module docs.
+/// One wait: in the task's meta, or on a plain thread's stack; see the
+/// module docs.
 pub(crate) struct WaitNode {
     // Links and `linked`: under the butex lock.
     prev: Cell<*const WaitNode>,
@@ -103,6 +107,30 @@ pub(crate) struct WaitNode {
     timer: UnsafeCell<Option<TimerId>>,
     /// Set by the timer callback as its last touch of the node.
     timer_done: AtomicBool,
+}
+
+impl WaitNode {
+    fn new(
+        butex: &Butex,
+        expected: u32,
+        waiter: Waiter,
+        interruptible: bool,
+        deadline: Option<Instant>,
+    ) -> Self {
+        WaitNode {
+            prev: Cell::new(ptr::null()),
+            next: Cell::new(ptr::null()),
+            linked: Cell::new(false),
+            butex,
+            expected,
+            waiter,
+            interruptible,
+            deadline,
+            outcome: AtomicU32::new(WAITING),
+            timer: UnsafeCell::new(None),
+            timer_done: AtomicBool::new(false),
+        }
+    }
 }
 
 struct WaitList {
@@ -337,25 +365,19 @@ pub(crate) fn wait(
     if deadline.is_some_and(|d| d <= Instant::now()) {
         return Err(timed_out);
     }
-    let node = WaitNode {
-        prev: Cell::new(ptr::null()),
-        next: Cell::new(ptr::null()),
-        linked: Cell::new(false),
-        butex,
-        expected,
-        waiter: match task {
-            Some(t) => Waiter::Task(t),
-            None => Waiter::Thread(os_thread::current()),
-        },
-        interruptible: interruptible && task.is_some(),
-        deadline,
-        outcome: AtomicU32::new(WAITING),
-        timer: UnsafeCell::new(None),
-        timer_done: AtomicBool::new(false),
-    };
     let outcome = match task {
-        Some(t) => wait_task(t, &node),
-        None => wait_thread(butex, &node),
+        Some(t) => {
+            let node = WaitNode::new(butex, expected, Waiter::Task(t), interruptible, deadline);
+            // SAFETY: `t` is the running task, and not in a wait: its last
+            // wait's `Leave` has run.
+            let node = unsafe { t.begin_wait(node) };
+            wait_task(t, node)
+        }
+        None => {
+            let me = Waiter::Thread(os_thread::current());
+            let node = WaitNode::new(butex, expected, me, false, deadline);
+            wait_thread(butex, &node)
+        }
     };
     match outcome {
         WOKEN => Ok(()),
@@ -380,8 +402,10 @@ fn wait_task(t: TaskRef, node: &WaitNode) -> u32 {
 /// Step 5 of the module docs: once a task's wait has ended, nothing may
 /// point at its node any more. A guard, because a task whose wait ended but
 /// which never resumed (a queued task cancelled at shutdown) is unwound from
-/// `suspend`, and its stack is then unmapped: its timer, its interrupt
-/// record and its worker's `DueSleep` must let go of the node first.
+/// `suspend`, and its meta is then freed for another task: its timer, its
+/// interrupt record and its worker's `DueSleep` must let go of the node
+/// first. (The task's next wait reuses the node, which is safe for the same
+/// reason.)
 struct Leave<'a> {
     t: TaskRef,
     node: &'a WaitNode,
@@ -489,8 +513,8 @@ pub(crate) fn block(g: &TaskGroup, t: TaskRef, node: &WaitNode) {
                 node.outcome.store(WOULD_BLOCK, Ordering::Relaxed);
                 false
             } else {
-                // SAFETY: under the lock; the node lives on `t`'s stack until
-                // `t` resumes, which needs it unlinked first.
+                // SAFETY: under the lock; the node is `t`'s until `t`
+                // resumes, which needs it unlinked first.
                 unsafe { list.push_back(node) };
                 if let Some(st) = st.as_mut() {
                     st.waiting = node;
@@ -768,8 +792,8 @@ mod tests {
             let first_waker = waker(&butex);
             let first = wait(&m);
             assert!(matches!(first, WOKEN | TIMED_OUT));
-            // Reuse the node's memory for a second wait with no timer of its
-            // own, as a task's next wait reuses its stack.
+            // Reuse the node for a second wait with no timer of its own, as
+            // a task's next wait reuses its meta's node.
             m.node.outcome.store(WAITING, Ordering::Release);
             m.node.timer_done.store(false, Ordering::Release);
             m.timer.store(CANCELLED, Ordering::Release);

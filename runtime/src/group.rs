@@ -78,7 +78,7 @@ const SPIN_TIME: Duration = Duration::from_micros(20);
 pub(crate) enum Suspend {
     /// Queue me behind the other ready tasks.
     Yield,
-    /// Block me on a butex; the node lives on my stack until I resume.
+    /// Block me on a butex; the node (in my meta) is mine until I resume.
     Wait(*const WaitNode),
     /// Run this never-run child now, then me.
     Urgent(TaskRef),
@@ -509,8 +509,8 @@ impl TaskGroup {
         match outcome {
             CoroutineResult::Yield(Suspend::Yield) => self.push_ready(t),
             CoroutineResult::Yield(Suspend::Wait(node)) => {
-                // SAFETY: the node lives on `t`'s stack, which cannot resume
-                // before `block` makes it runnable again.
+                // SAFETY: the node is `t`'s wait node, alive while `t` is,
+                // and `t` cannot resume before `block` makes it runnable.
                 butex::block(self, t, unsafe { &*node })
             }
             CoroutineResult::Yield(Suspend::Urgent(child)) => {

@@ -46,9 +46,11 @@ pub(crate) const BATCH: usize = 64;
 /// not sit on the ones that everything else in the process needs. With the
 /// kernel's default of 65 530 that is 16 382 stacks. (bthread keeps every
 /// stack it ever made.)
+#[cfg_attr(loom, allow(dead_code))]
 const POOL_SHARE_OF_MAP_COUNT: usize = 4;
 /// Idle stacks beyond the limit that no spawn needed for this long are
 /// unmapped.
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) const RELEASE_PERIOD: Duration = Duration::from_secs(1);
 /// Stacks an idle worker unmaps before it looks for work again: about
 /// 0.2 ms of munmaps.
@@ -58,6 +60,7 @@ pub(crate) const RELEASE_CHUNK: usize = 32;
 static POOLED: AtomicUsize = AtomicUsize::new(0);
 
 /// The most idle stacks the shared pools aim to keep.
+#[cfg_attr(loom, allow(dead_code))]
 fn shared_pool_limit() -> usize {
     static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *LIMIT.get_or_init(|| {
@@ -111,6 +114,7 @@ struct Shelf {
     /// How many of the front stacks idle workers are to unmap.
     release: usize,
     /// When the last release period began (`None` before the first tick).
+    #[cfg_attr(loom, allow(dead_code))]
     period_start: Option<Instant>,
 }
 
@@ -243,6 +247,7 @@ impl StackPool {
     /// the idle stacks beyond the limit that no spawn needed during it.
     /// Returns whether some are marked: idle workers unmap them
     /// ([`release_some`](Self::release_some)).
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn tick(&self, now: Instant) -> bool {
         self.lock()
             .tick(now, POOLED.load(Relaxed), shared_pool_limit())
@@ -280,6 +285,7 @@ impl StackPool {
 impl Shelf {
     /// See [`StackPool::tick`]; `pooled` is the number of idle stacks in all
     /// pools, `limit` the most they aim to keep.
+    #[cfg_attr(loom, allow(dead_code))]
     fn tick(&mut self, now: Instant, pooled: usize, limit: usize) -> bool {
         match self.period_start {
             Some(start) if now.saturating_duration_since(start) < RELEASE_PERIOD => {}

@@ -23,6 +23,7 @@ use std::time::Duration;
 /// The default threshold (`runtime::Builder::stall_threshold`).
 pub(crate) const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_secs(1);
 /// Samples per threshold, at least.
+#[cfg_attr(loom, allow(dead_code))]
 const SAMPLES: u32 = 4;
 
 /// What the watchdog remembers of one worker between samples (only the
