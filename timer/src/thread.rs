@@ -631,6 +631,9 @@ enum Due {
     Stop,
 }
 
+/// How many entries ahead `collect` prefetches slots.
+const PREFETCH_AHEAD: usize = 8;
+
 /// Share of the timer thread's time that busy-waiting may take: 1/20, i.e.
 /// 5 % of one core, however many timers fire.
 const SPIN_SHARE: u64 = 20;
@@ -749,11 +752,15 @@ impl Runner {
         let table = &self.pool.table;
         for (bucket, spare) in self.shared.buckets.iter().zip(self.spares.iter_mut()) {
             bucket.take(spare);
-            for entry in spare.drain(..) {
-                if table.is_live(&entry) {
-                    self.heap.push(entry);
+            for i in 0..spare.len() {
+                if let Some(ahead) = spare.get(i + PREFETCH_AHEAD) {
+                    table.prefetch(ahead);
+                }
+                if table.is_live(&spare[i]) {
+                    self.heap.push(spare[i]);
                 }
             }
+            spare.clear();
         }
         self.heap.maybe_compact(table);
     }
@@ -791,6 +798,11 @@ impl Runner {
                 return Due::Stop;
             }
             self.heap.pop();
+            // The slots of the next tops (the new top, and the one after it,
+            // which is one of its children) load while this callback runs.
+            for next in self.heap.next_tops() {
+                self.pool.table.prefetch(next);
+            }
             self.run_entry(top);
         }
         Due::Next(NEVER)
