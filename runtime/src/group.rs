@@ -39,7 +39,7 @@ use crate::control::{GroupShared, GroupStats, Shared};
 use crate::meta::{self, TaskRef, NO_HOME};
 use crate::overflow;
 use crate::queue::LocalQueue;
-use corosensei::stack::DefaultStack;
+use crate::stack::TaskStack;
 use corosensei::CoroutineResult;
 use crossbeam_deque::{Steal, Worker};
 use std::cell::{Cell, RefCell};
@@ -72,6 +72,9 @@ const LIFO_GRACE_ROUNDS: u32 = 8;
 /// a count of `pause` instructions, whose length varies tenfold between CPUs
 /// (64 rounds of them took 63-150 µs on this VM's AMD EPYC).
 const SPIN_TIME: Duration = Duration::from_micros(20);
+/// An idle worker releases surplus stacks only if its next sleep is due no
+/// sooner than this (a chunk of munmaps would make it late).
+const RELEASE_SLEEP_MARGIN: Duration = Duration::from_millis(2);
 
 /// Why a task switched out; acted upon by its worker after the switch.
 #[derive(Debug)]
@@ -116,7 +119,7 @@ pub(crate) struct TaskGroup {
     ready: LocalQueue,
     current: Cell<Option<TaskRef>>,
     /// Stacks of the default size, kept for the next spawns on this worker.
-    pub(crate) stacks: RefCell<Vec<DefaultStack>>,
+    pub(crate) stacks: RefCell<Vec<TaskStack>>,
     /// Free task slots, kept for the next spawns on this worker.
     pub(crate) slots: RefCell<Vec<u32>>,
     rng: Cell<u64>,
@@ -451,9 +454,13 @@ impl TaskGroup {
             }
             until = Some(s.deadline - SLEEP_SPIN_AHEAD);
         }
-        // Nothing to run: unmap a chunk of the pool's surplus stacks, if it
-        // has some (stack.rs), then look again.
-        if self.shared.stacks.release_some() {
+        // Nothing to run for a while: unmap a chunk of the pool's surplus
+        // stacks, if it has some (stack.rs), then look again. A chunk takes
+        // at most ~0.2 ms, during which this worker counts as searching (so
+        // new work may wait that long); not when a sleep of ours is due
+        // sooner than that could matter.
+        let sleep_soon = until.is_some_and(|u| u < Instant::now() + RELEASE_SLEEP_MARGIN);
+        if !sleep_soon && self.shared.stacks.release_some() {
             return None;
         }
         // Park (see idle.rs for the handshake).

@@ -20,7 +20,7 @@
 use crate::butex::{Butex, WaitNode};
 use crate::control::Shared;
 use crate::group::Suspend;
-use corosensei::stack::DefaultStack;
+use crate::stack::TaskStack;
 use corosensei::{Coroutine, Yielder};
 use std::cell::UnsafeCell;
 use std::fmt;
@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering}
 use std::sync::Mutex;
 
 /// A task's coroutine: resumed with `()`, suspends with a [`Suspend`] reason.
-pub(crate) type Coro = Coroutine<(), Suspend, (), DefaultStack>;
+pub(crate) type Coro = Coroutine<(), Suspend, (), TaskStack>;
 pub(crate) type TaskYielder = Yielder<(), Suspend>;
 
 /// The id of a task: unique among live tasks, and never confused with a
@@ -266,7 +266,7 @@ pub(crate) struct TaskMeta {
     /// A never-run task's body, when it is bound to a stack at first run.
     pub(crate) body: UnsafeCell<PendingBody>,
     /// The stack reserved for that first run.
-    pub(crate) reserved: UnsafeCell<Option<DefaultStack>>,
+    pub(crate) reserved: UnsafeCell<Option<TaskStack>>,
     pub(crate) yielder: UnsafeCell<*const TaskYielder>,
     pub(crate) stack_size: UnsafeCell<usize>,
     /// The guard page below the task's stack, `[lo, hi)`, for overflow reports.

@@ -1,7 +1,7 @@
 //! Naming the task that overflowed its stack.
 //!
-//! Every task stack has a `PROT_NONE` guard page below its limit, so an
-//! overflow faults. Without help the process would die of a bare SIGSEGV (or
+//! Every task stack has a guard page below its limit (`stack::TaskStack`),
+//! so an overflow faults. Without help the process would die of a bare SIGSEGV (or
 //! Rust's "thread has overflowed its stack", naming the worker, not the
 //! task). Each worker records the guard page of the task it is running in a
 //! thread-local; a SIGSEGV/SIGBUS handler, running on the thread's alternate

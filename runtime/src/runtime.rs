@@ -336,6 +336,11 @@ impl Runtime {
                 tracing::error!("a worker thread panicked");
             }
         }
+        // Unmap the idle stacks here, on the thread that stops the runtime:
+        // the last reference to the shared state may be dropped elsewhere
+        // (on the timer thread, by a watchdog sample that was running), and
+        // a pool dropped there would stall every timer while it unmaps.
+        sh.stacks.trim();
     }
 }
 

@@ -1,20 +1,23 @@
 //! Task stacks: mmap'd once, with a guard page, then reused.
 //!
-//! A stack is a corosensei `DefaultStack` (an mmap'd region whose lowest page
-//! is `PROT_NONE`, so an overflow faults instead of corrupting memory). On
-//! this VM a new stack costs about 8 µs (mmap, mprotect and the first page
-//! fault) and unmapping one 7 µs, 25 µs when another thread of the process
-//! runs (a TLB shoot-down), so finished tasks give their stack back for
-//! reuse: to their worker's private cache (no lock), which trades with a
-//! shared pool in batches of [`BATCH`] (one lock per batch). Spawn takes in
-//! the same order and maps a new stack only when both are empty. So after a
-//! burst of tasks, the next burst of the same size maps nothing. A pooled
-//! stack keeps the pages its last task touched (usually one or two), as
-//! bthread's do.
+//! A stack is a [`TaskStack`]: an anonymous mapping whose lowest page is a
+//! guard, so an overflow faults instead of corrupting memory. The guard is a
+//! guard region where the kernel has them (one mapping per stack, merged
+//! with its neighbours), else a `PROT_NONE` page (two mappings); see
+//! [`TaskStack`]. A new stack still costs an mmap, an madvise and the first
+//! page fault, several microseconds, and unmapping one more (25 µs on this
+//! VM when another thread of the process runs: a TLB shoot-down), so
+//! finished tasks give their stack back for reuse: to their worker's
+//! private cache (no lock), which trades with a shared pool in batches of
+//! [`BATCH`] (one lock per batch). Spawn takes in the same order and maps a
+//! new stack only when both are empty. So after a burst of tasks, the next
+//! burst of the same size maps nothing. A pooled stack keeps the pages its
+//! last task touched (usually one or two), as bthread's do.
 //!
 //! Nothing is unmapped on the way: the end of a burst costs no syscalls. The
 //! shared pools of all runtimes aim to keep at most a quarter of
-//! `vm.max_map_count` idle stacks (two mappings each, so half the mappings).
+//! `vm.max_map_count` idle stacks (at most two mappings each, so half the
+//! mappings; and a few hundred MiB of touched pages at most).
 //! Above that, what stayed idle for a whole [`RELEASE_PERIOD`] is surplus:
 //! the runtime's periodic housekeeping (`watchdog.rs`) marks it, and workers
 //! with nothing to run unmap it, [`RELEASE_CHUNK`] stacks at a time, looking
@@ -29,9 +32,12 @@
 //! pooled; a task that asks for another size gets a fresh mapping, unmapped
 //! when it ends.
 
-use corosensei::stack::DefaultStack;
+use corosensei::stack::valgrind::ValgrindStackRegistration;
+use corosensei::stack::{Stack, StackPointer};
 use std::collections::VecDeque;
 use std::io;
+use std::mem::ManuallyDrop;
+use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -42,25 +48,27 @@ pub(crate) const LOCAL_CACHE: usize = 256;
 pub(crate) const BATCH: usize = 64;
 /// The shared pools of all runtimes together aim to keep at most this
 /// fraction of the process's memory-map limit (`vm.max_map_count`) in idle
-/// stacks, two mappings each: half of the mappings, so that idle stacks do
-/// not sit on the ones that everything else in the process needs. With the
-/// kernel's default of 65 530 that is 16 382 stacks. (bthread keeps every
-/// stack it ever made.)
+/// stacks: with two mappings each (no guard regions), half of the mappings,
+/// so that idle stacks do not sit on the ones that everything else in the
+/// process needs. With the kernel's default of 65 530 that is 16 382
+/// stacks, and up to a few hundred MiB of the pages their tasks touched.
+/// (bthread keeps every stack it ever made.)
 #[cfg_attr(loom, allow(dead_code))]
 const POOL_SHARE_OF_MAP_COUNT: usize = 4;
 /// Idle stacks beyond the limit that no spawn needed for this long are
 /// unmapped.
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) const RELEASE_PERIOD: Duration = Duration::from_secs(1);
-/// Stacks an idle worker unmaps before it looks for work again: about
-/// 0.2 ms of munmaps.
-pub(crate) const RELEASE_CHUNK: usize = 32;
+/// Stacks an idle worker unmaps before it looks for work again: at most
+/// about 0.2 ms of munmaps (25 µs each when another thread runs).
+pub(crate) const RELEASE_CHUNK: usize = 8;
 
 /// Idle stacks in the shared pools of all runtimes.
 static POOLED: AtomicUsize = AtomicUsize::new(0);
+/// Of those, the ones marked for release.
+static MARKED: AtomicUsize = AtomicUsize::new(0);
 
 /// The most idle stacks the shared pools aim to keep.
-#[cfg_attr(loom, allow(dead_code))]
 fn shared_pool_limit() -> usize {
     static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *LIMIT.get_or_init(|| {
@@ -70,6 +78,19 @@ fn shared_pool_limit() -> usize {
             .unwrap_or(65_530);
         max_map_count / POOL_SHARE_OF_MAP_COUNT
     })
+}
+
+/// The most idle stacks the shared pools ever hold: beyond this, a stack
+/// given back is unmapped at once (the coldest one). With guard regions
+/// twice the limit, which leaves room for a burst's surplus to wait for its
+/// release; without, the limit itself, because each idle stack then holds
+/// two of the process's mappings.
+fn shared_pool_ceiling() -> usize {
+    if guard_regions() {
+        2 * shared_pool_limit()
+    } else {
+        shared_pool_limit()
+    }
 }
 
 /// The smallest stack we hand out: enough for formatting and a panic.
@@ -85,7 +106,7 @@ pub(crate) const MAX_STACK_SIZE: usize = 1 << 40;
 /// another runtime.
 struct ThreadStacks {
     pool: u64,
-    stacks: Vec<DefaultStack>,
+    stacks: Vec<TaskStack>,
 }
 
 thread_local! {
@@ -107,11 +128,13 @@ pub(crate) struct StackPool {
 struct Shelf {
     /// Taken from and given to at the back: the front holds the stacks that
     /// have been idle longest.
-    stacks: VecDeque<DefaultStack>,
+    stacks: VecDeque<TaskStack>,
     /// The fewest stacks on the shelf since the last [`StackPool::tick`]:
     /// that many have been idle the whole time.
     low_water: usize,
-    /// How many of the front stacks idle workers are to unmap.
+    /// How many of the front stacks are marked for release (counted in
+    /// [`MARKED`] too). Always at most `low_water`, which is at most the
+    /// number of stacks.
     release: usize,
     /// When the last release period began (`None` before the first tick).
     #[cfg_attr(loom, allow(dead_code))]
@@ -119,18 +142,75 @@ struct Shelf {
 }
 
 impl Shelf {
-    fn pop_back(&mut self, n: usize) -> std::collections::vec_deque::Drain<'_, DefaultStack> {
+    fn set_release(&mut self, n: usize) {
+        if n >= self.release {
+            MARKED.fetch_add(n - self.release, Relaxed);
+        } else {
+            MARKED.fetch_sub(self.release - n, Relaxed);
+        }
+        self.release = n;
+    }
+
+    /// Takes up to `n` of the most recently given stacks (a spawn's).
+    fn pop_back(&mut self, n: usize) -> std::collections::vec_deque::Drain<'_, TaskStack> {
         let at = self.stacks.len().saturating_sub(n);
         POOLED.fetch_sub(self.stacks.len() - at, Relaxed);
         self.low_water = self.low_water.min(at);
-        self.release = self.release.min(at);
+        self.set_release(self.release.min(at));
         self.stacks.drain(at..)
     }
 
-    fn push_back(&mut self, stacks: impl IntoIterator<Item = DefaultStack>) {
+    /// Takes up to `n` of the stacks idle longest (to unmap them).
+    fn pop_front(&mut self, n: usize) -> std::collections::vec_deque::Drain<'_, TaskStack> {
+        let n = n.min(self.stacks.len());
+        POOLED.fetch_sub(n, Relaxed);
+        self.low_water = self.low_water.saturating_sub(n);
+        self.set_release(self.release.saturating_sub(n));
+        self.stacks.drain(..n)
+    }
+
+    fn push_back(&mut self, stacks: impl IntoIterator<Item = TaskStack>) {
         let before = self.stacks.len();
         self.stacks.extend(stacks);
         POOLED.fetch_add(self.stacks.len() - before, Relaxed);
+    }
+
+    /// See [`StackPool::tick`]. At the end of a period, marks the stacks
+    /// that stayed on the shelf all period, as far as the pools hold more
+    /// than `limit` not yet marked (reserved in [`MARKED`], so that two
+    /// pools do not both release the same surplus).
+    #[cfg_attr(loom, allow(dead_code))]
+    fn tick(&mut self, now: Instant, limit: usize) -> bool {
+        match self.period_start {
+            Some(start) if now.saturating_duration_since(start) < RELEASE_PERIOD => {}
+            first_or_ended => {
+                if first_or_ended.is_some() {
+                    let idle_all_period = self.low_water - self.release;
+                    let mut marked = MARKED.load(Relaxed);
+                    loop {
+                        let unmarked_surplus = POOLED
+                            .load(Relaxed)
+                            .saturating_sub(limit)
+                            .saturating_sub(marked);
+                        let k = idle_all_period.min(unmarked_surplus);
+                        if k == 0 {
+                            break;
+                        }
+                        match MARKED.compare_exchange_weak(marked, marked + k, Relaxed, Relaxed) {
+                            Ok(_) => {
+                                // Reserved in MARKED already.
+                                self.release += k;
+                                break;
+                            }
+                            Err(m) => marked = m,
+                        }
+                    }
+                }
+                self.low_water = self.stacks.len();
+                self.period_start = Some(now);
+            }
+        }
+        self.release > 0
     }
 }
 
@@ -162,8 +242,8 @@ impl StackPool {
     pub(crate) fn take(
         &self,
         size: usize,
-        local: Option<&mut Vec<DefaultStack>>,
-    ) -> io::Result<DefaultStack> {
+        local: Option<&mut Vec<TaskStack>>,
+    ) -> io::Result<TaskStack> {
         if size == self.size {
             match local {
                 Some(l) => {
@@ -191,7 +271,7 @@ impl StackPool {
 
     /// [`take`](Self::take) for a thread that is not one of this pool's
     /// workers: through the thread's own small cache (see `ThreadStacks`).
-    pub(crate) fn take_for_thread(&self, size: usize) -> io::Result<DefaultStack> {
+    pub(crate) fn take_for_thread(&self, size: usize) -> io::Result<TaskStack> {
         if size != self.size {
             return self.take(size, None);
         }
@@ -216,12 +296,7 @@ impl StackPool {
     }
 
     /// Gives back a stack of `size` bytes.
-    pub(crate) fn give(
-        &self,
-        size: usize,
-        stack: DefaultStack,
-        local: Option<&mut Vec<DefaultStack>>,
-    ) {
+    pub(crate) fn give(&self, size: usize, stack: TaskStack, local: Option<&mut Vec<TaskStack>>) {
         if size != self.size {
             return; // dropped: unmapped
         }
@@ -230,16 +305,28 @@ impl StackPool {
                 l.push(stack);
                 if l.len() > LOCAL_CACHE {
                     let at = l.len() - BATCH;
-                    self.lock().push_back(l.drain(at..));
+                    self.shelve(l.drain(at..));
                 }
             }
-            None => self.lock().push_back([stack]),
+            None => self.shelve([stack]),
         }
     }
 
     /// Hands a worker's private cache back to the shared pool (worker exit).
-    pub(crate) fn give_all(&self, local: &mut Vec<DefaultStack>) {
-        self.lock().push_back(local.drain(..));
+    pub(crate) fn give_all(&self, local: &mut Vec<TaskStack>) {
+        self.shelve(local.drain(..));
+    }
+
+    /// Puts `stacks` on the shelf; unmaps the coldest ones beyond the
+    /// ceiling.
+    fn shelve(&self, stacks: impl IntoIterator<Item = TaskStack>) {
+        let over: Vec<TaskStack> = {
+            let mut shelf = self.lock();
+            shelf.push_back(stacks);
+            let over = POOLED.load(Relaxed).saturating_sub(shared_pool_ceiling());
+            shelf.pop_front(over).collect()
+        };
+        drop(over); // unmapped, outside the lock
     }
 
     /// Housekeeping, called periodically (more often than
@@ -249,23 +336,31 @@ impl StackPool {
     /// ([`release_some`](Self::release_some)).
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn tick(&self, now: Instant) -> bool {
-        self.lock()
-            .tick(now, POOLED.load(Relaxed), shared_pool_limit())
+        self.lock().tick(now, shared_pool_limit())
     }
 
-    /// Unmaps up to [`RELEASE_CHUNK`] of the stacks marked for release;
-    /// returns whether it unmapped any.
+    /// Unmaps up to [`RELEASE_CHUNK`] of the stacks marked for release, and
+    /// never so many that the pools fall below their limit (other pools may
+    /// have been drawn from since the marking); returns whether it unmapped
+    /// any.
     pub(crate) fn release_some(&self) -> bool {
-        let chunk: Vec<DefaultStack> = {
+        self.release_above(shared_pool_limit())
+    }
+
+    /// [`release_some`](Self::release_some), keeping `limit` idle stacks.
+    fn release_above(&self, limit: usize) -> bool {
+        let chunk: Vec<TaskStack> = {
             let mut shelf = self.lock();
-            let n = shelf.release.min(RELEASE_CHUNK);
-            if n == 0 {
+            if shelf.release == 0 {
                 return false;
             }
-            shelf.release -= n;
-            shelf.low_water -= n;
-            POOLED.fetch_sub(n, Relaxed);
-            shelf.stacks.drain(..n).collect()
+            let surplus = POOLED.load(Relaxed).saturating_sub(limit);
+            let n = shelf.release.min(RELEASE_CHUNK).min(surplus);
+            if n == 0 {
+                shelf.set_release(0);
+                return false;
+            }
+            shelf.pop_front(n).collect()
         };
         drop(chunk); // unmapped, outside the lock
         true
@@ -279,29 +374,6 @@ impl StackPool {
     fn lock(&self) -> std::sync::MutexGuard<'_, Shelf> {
         // The pool holds plain values; a panic elsewhere cannot leave it torn.
         self.shared.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Shelf {
-    /// See [`StackPool::tick`]; `pooled` is the number of idle stacks in all
-    /// pools, `limit` the most they aim to keep.
-    #[cfg_attr(loom, allow(dead_code))]
-    fn tick(&mut self, now: Instant, pooled: usize, limit: usize) -> bool {
-        match self.period_start {
-            Some(start) if now.saturating_duration_since(start) < RELEASE_PERIOD => {}
-            _ => {
-                // Idle all period long, and beyond the limit.
-                let surplus = if self.period_start.is_some() {
-                    self.low_water.min(pooled.saturating_sub(limit))
-                } else {
-                    0
-                };
-                self.release = self.release.max(surplus);
-                self.low_water = self.stacks.len();
-                self.period_start = Some(now);
-            }
-        }
-        self.release > 0
     }
 }
 
@@ -329,27 +401,177 @@ pub(crate) fn check_size(size: usize) -> io::Result<usize> {
     Ok(size.max(MIN_STACK_SIZE))
 }
 
-fn map(size: usize) -> io::Result<DefaultStack> {
-    let stack = DefaultStack::new(size).map_err(|e| {
+/// A task stack: an anonymous read-write mapping whose lowest page is a
+/// guard. The guard is a *guard region* (`MADV_GUARD_INSTALL`, Linux 6.13):
+/// a marker in the page tables that makes any access fault, without a
+/// mapping of its own. So a stack is one mapping, and the kernel merges the
+/// mappings of stacks made one after another into one: a hundred thousand
+/// stacks take a handful of the process's `vm.max_map_count` mappings, not
+/// two hundred thousand, and making one costs an mmap and an madvise instead
+/// of an mmap and an mprotect that splits a mapping. On older kernels the
+/// guard is a `PROT_NONE` page (`mprotect`), as in corosensei's
+/// `DefaultStack`: two mappings per stack.
+pub(crate) struct TaskStack {
+    /// The top of the stack (the end of the mapping).
+    top: StackPointer,
+    /// The length of the mapping, guard included.
+    len: usize,
+    valgrind: ManuallyDrop<ValgrindStackRegistration>,
+}
+
+// SAFETY: a TaskStack owns its mapping, which nothing else refers to; moving
+// it to another thread moves that ownership (the coroutine that runs on it
+// moves with it only before it has started, see docs/safety.md).
+unsafe impl Send for TaskStack {}
+
+// SAFETY: `top` is page-aligned (so aligned to STACK_ALIGNMENT), `limit` is
+// the start of the mapping and so includes the guard page, which faults on
+// any access; between them are at least MIN_STACK_SIZE (16 KiB) writable
+// bytes, more than corosensei's minimum.
+unsafe impl Stack for TaskStack {
+    #[inline]
+    fn base(&self) -> StackPointer {
+        self.top
+    }
+
+    #[inline]
+    fn limit(&self) -> StackPointer {
+        StackPointer::new(self.top.get() - self.len).expect("a mapping does not start at 0")
+    }
+}
+
+impl Drop for TaskStack {
+    fn drop(&mut self) {
+        // SAFETY: registered in `map`, dropped once, here.
+        unsafe { ManuallyDrop::drop(&mut self.valgrind) };
+        let start = self.top.get() - self.len;
+        // SAFETY: `[start, start + len)` is our mapping; nothing runs on it
+        // any more (a stack is dropped only with its coroutine finished or
+        // unwound, or unused).
+        let r = unsafe { libc::munmap(start as *mut libc::c_void, self.len) };
+        debug_assert_eq!(r, 0, "munmap of a task stack failed");
+    }
+}
+
+impl std::fmt::Debug for TaskStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskStack")
+            .field("top", &format_args!("{:#x}", self.top.get()))
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// `madvise` advice that installs a guard region (Linux 6.13; not in libc
+/// yet).
+const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+/// Whether this kernel has guard regions: unknown until the first stack.
+static GUARD_REGIONS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(UNKNOWN);
+const UNKNOWN: u8 = 0;
+const SUPPORTED: u8 = 1;
+const UNSUPPORTED: u8 = 2;
+
+/// Whether stacks get their guard pages as guard regions (one mapping per
+/// stack, merged with its neighbours) rather than `PROT_NONE` pages (two);
+/// known after the first stack, assumed not before.
+fn guard_regions() -> bool {
+    GUARD_REGIONS.load(Relaxed) == SUPPORTED
+}
+
+/// Makes the page at `page` fault on any access.
+///
+/// # Safety
+/// `page` is the first page of a mapping of ours that nothing uses yet.
+unsafe fn install_guard(page: *mut libc::c_void) -> io::Result<()> {
+    if GUARD_REGIONS.load(Relaxed) != UNSUPPORTED {
+        // SAFETY: the caller's mapping; the advice touches only its page
+        // tables.
+        if unsafe { libc::madvise(page, page_size(), MADV_GUARD_INSTALL) } == 0 {
+            GUARD_REGIONS.store(SUPPORTED, Relaxed);
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINVAL) {
+            return Err(e);
+        }
+        // An older kernel: unknown advice.
+        GUARD_REGIONS.store(UNSUPPORTED, Relaxed);
+    }
+    // SAFETY: as above; the page becomes inaccessible (its own mapping).
+    if unsafe { libc::mprotect(page, page_size(), libc::PROT_NONE) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Whether transparent huge pages are on for every mapping. Then a stack
+/// asks for none: the merged mappings of many stacks would otherwise be
+/// backed by 2 MiB pages, each task's first touch faulting in megabytes.
+fn huge_pages_always() -> bool {
+    static ALWAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALWAYS.get_or_init(|| {
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .is_ok_and(|s| s.contains("[always]"))
+    })
+}
+
+/// Maps a new stack with at least `size` usable bytes.
+fn map(size: usize) -> io::Result<TaskStack> {
+    let page = page_size();
+    let annotate = |e: io::Error| {
         io::Error::new(
             e.kind(),
             format!("cannot map a task stack of {size} bytes: {e}"),
         )
-    })?;
+    };
+    // The usable part rounded up to pages, plus the guard page. `size` is
+    // at most MAX_STACK_SIZE (check_size), so this cannot overflow.
+    let len = (size + 2 * page - 1) & !(page - 1);
+    // SAFETY: a fresh anonymous mapping at an address of the kernel's choice.
+    let start = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if start == libc::MAP_FAILED {
+        return Err(annotate(io::Error::last_os_error()));
+    }
+    // From here on, dropping `stack` unmaps it.
+    let stack = TaskStack {
+        top: StackPointer::new(start as usize + len).expect("a mapping does not end at 0"),
+        len,
+        valgrind: ManuallyDrop::new(ValgrindStackRegistration::new(start.cast(), len)),
+    };
+    if huge_pages_always() {
+        // SAFETY: our fresh mapping; the advice only changes how it may be
+        // backed. A failure leaves it as it was: harmless.
+        unsafe { libc::madvise(start, len, libc::MADV_NOHUGEPAGE) };
+    }
+    // SAFETY: `start` is the first page of our fresh mapping.
+    unsafe { install_guard(start) }.map_err(annotate)?;
     // Fault the top page in now, on the thread that mapped it. Its first
     // run may be on another worker (tasks bind to a stack at first run), and
     // a page fault there would contend with this thread's next mappings for
     // the process's memory-map lock.
-    let top = corosensei::stack::Stack::base(&stack).get() as *mut u8;
-    // SAFETY: `base` is the (exclusive) top of the writable part of a fresh
-    // mapping of at least MIN_STACK_SIZE bytes; the byte below it is ours
-    // and nothing else uses this stack yet.
+    let top = stack.top.get() as *mut u8;
+    // SAFETY: the byte below the top of a fresh mapping of at least
+    // MIN_STACK_SIZE + a page is ours, writable, and unused.
     unsafe { top.sub(1).write_volatile(0) };
     Ok(stack)
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    //! The shelf's bookkeeping, with a limit of 0 (every idle stack is
+    //! beyond it). Other tests' pools share the process-wide counters, but
+    //! can only add to the surplus these see.
     use super::*;
 
     fn pool_with(n: usize) -> StackPool {
@@ -366,43 +588,38 @@ mod tests {
         }
     }
 
-    fn tick(pool: &StackPool, at: Instant, limit: usize) -> bool {
-        let pooled = pool.pooled();
-        pool.lock().tick(at, pooled, limit)
+    fn tick(pool: &StackPool, at: Instant) -> bool {
+        pool.lock().tick(at, 0)
     }
 
     fn release_all(pool: &StackPool) -> usize {
         let before = pool.pooled();
-        while pool.release_some() {}
+        while pool.release_above(0) {}
         before - pool.pooled()
     }
 
     #[test]
-    fn surplus_is_what_stayed_idle_a_whole_period_beyond_the_limit() {
+    fn surplus_is_what_stayed_idle_a_whole_period() {
         let pool = pool_with(10);
         let t0 = Instant::now();
-        assert!(!tick(&pool, t0, 4), "the first tick only starts a period");
+        assert!(!tick(&pool, t0), "the first tick only starts a period");
         take(&pool, 3); // 7 left, idle all period
-        assert!(!tick(&pool, t0 + RELEASE_PERIOD / 2, 4), "mid-period");
+        assert!(!tick(&pool, t0 + RELEASE_PERIOD / 2), "mid-period");
         assert_eq!(release_all(&pool), 0);
-        assert!(tick(&pool, t0 + RELEASE_PERIOD, 4));
-        assert_eq!(release_all(&pool), 3, "down to the limit");
-        assert_eq!(pool.pooled(), 4);
-        assert!(
-            !tick(&pool, t0 + 2 * RELEASE_PERIOD, 4),
-            "nothing beyond the limit"
-        );
+        assert!(tick(&pool, t0 + RELEASE_PERIOD));
+        assert_eq!(release_all(&pool), 7);
+        assert!(!tick(&pool, t0 + 2 * RELEASE_PERIOD), "nothing left");
     }
 
     #[test]
     fn stacks_given_back_during_a_period_wait_for_the_next() {
         let pool = pool_with(0);
         let t0 = Instant::now();
-        assert!(!tick(&pool, t0, 0));
+        assert!(!tick(&pool, t0));
         pool.give(MIN_STACK_SIZE, map(MIN_STACK_SIZE).unwrap(), None);
         pool.give(MIN_STACK_SIZE, map(MIN_STACK_SIZE).unwrap(), None);
-        assert!(!tick(&pool, t0 + RELEASE_PERIOD, 0), "not idle all period");
-        assert!(tick(&pool, t0 + 2 * RELEASE_PERIOD, 0));
+        assert!(!tick(&pool, t0 + RELEASE_PERIOD), "not idle all period");
+        assert!(tick(&pool, t0 + 2 * RELEASE_PERIOD));
         assert_eq!(release_all(&pool), 2);
     }
 
@@ -410,27 +627,53 @@ mod tests {
     fn a_burst_takes_back_stacks_marked_for_release() {
         let pool = pool_with(10);
         let t0 = Instant::now();
-        tick(&pool, t0, 0);
-        assert!(tick(&pool, t0 + RELEASE_PERIOD, 0));
+        tick(&pool, t0);
+        assert!(tick(&pool, t0 + RELEASE_PERIOD));
         take(&pool, 8); // a burst: only 2 remain to release
         assert_eq!(release_all(&pool), 2);
         assert_eq!(pool.pooled(), 0);
         // Given back again: idle from now on, so surplus a period later.
         pool.give(MIN_STACK_SIZE, map(MIN_STACK_SIZE).unwrap(), None);
-        assert!(!tick(&pool, t0 + 2 * RELEASE_PERIOD, 0));
-        assert!(tick(&pool, t0 + 3 * RELEASE_PERIOD, 0));
+        assert!(!tick(&pool, t0 + 2 * RELEASE_PERIOD));
+        assert!(tick(&pool, t0 + 3 * RELEASE_PERIOD));
         assert_eq!(release_all(&pool), 1);
     }
 
     #[test]
-    fn releases_come_in_chunks() {
+    fn releases_come_in_chunks_and_unmark_what_they_release() {
         let pool = pool_with(RELEASE_CHUNK + 1);
         let t0 = Instant::now();
-        tick(&pool, t0, 0);
-        assert!(tick(&pool, t0 + RELEASE_PERIOD, 0));
-        assert!(pool.release_some());
+        tick(&pool, t0);
+        assert!(tick(&pool, t0 + RELEASE_PERIOD));
+        assert_eq!(pool.lock().release, RELEASE_CHUNK + 1);
+        assert!(pool.release_above(0));
         assert_eq!(pool.pooled(), 1);
-        assert!(pool.release_some());
-        assert!(!pool.release_some());
+        assert!(pool.release_above(0));
+        assert!(!pool.release_above(0));
+        assert_eq!(pool.lock().release, 0);
+    }
+
+    #[test]
+    fn a_release_stops_at_the_limit() {
+        let pool = pool_with(5);
+        let t0 = Instant::now();
+        tick(&pool, t0);
+        assert!(tick(&pool, t0 + RELEASE_PERIOD));
+        // However many other pools hold, keeping them all leaves nothing
+        // to release: the marks are dropped.
+        assert!(!pool.release_above(usize::MAX));
+        assert_eq!(pool.pooled(), 5);
+        assert_eq!(pool.lock().release, 0);
+    }
+
+    #[test]
+    fn a_marked_pool_given_no_new_marks_for_the_same_stacks() {
+        let pool = pool_with(4);
+        let t0 = Instant::now();
+        tick(&pool, t0);
+        assert!(tick(&pool, t0 + RELEASE_PERIOD));
+        assert!(tick(&pool, t0 + 2 * RELEASE_PERIOD));
+        assert_eq!(pool.lock().release, 4, "marked once, not twice");
+        assert_eq!(release_all(&pool), 4);
     }
 }

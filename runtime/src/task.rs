@@ -15,7 +15,7 @@ use crate::error::JoinError;
 use crate::group::{self, Suspend};
 use crate::meta::{self, Coro, PendingBody, TaskId, TaskRef, TaskYielder};
 use crate::stack;
-use corosensei::stack::DefaultStack;
+use crate::stack::TaskStack;
 use corosensei::Coroutine;
 use std::fmt;
 use std::io;
@@ -208,7 +208,7 @@ where
 /// # Safety
 /// The caller owns `t` (nobody else sees it, or it is about to run it), and
 /// what `body` borrows outlives the task.
-unsafe fn install_coroutine<B>(t: TaskRef, stack: DefaultStack, body: B)
+unsafe fn install_coroutine<B>(t: TaskRef, stack: TaskStack, body: B)
 where
     B: FnOnce(TaskRef, &TaskYielder),
 {
@@ -231,7 +231,7 @@ where
 ///
 /// # Safety
 /// The caller owns `t` (it is about to run it) and `t` has a pending body.
-pub(crate) unsafe fn bind(t: TaskRef, stack: DefaultStack) {
+pub(crate) unsafe fn bind(t: TaskRef, stack: TaskStack) {
     // SAFETY: the caller owns the task and its meta's body.
     let body = unsafe { (*t.body.get()).take() };
     // SAFETY: the caller owns the task; what the body borrows outlives it

@@ -5,15 +5,15 @@
 //! Nothing on the switch path measures time: a worker only publishes which
 //! task it is running (`GroupShared::running`, two plain stores per switch)
 //! next to its switch counter. A periodic timer on the shared timer thread
-//! samples both every quarter of the threshold; a worker that has been
+//! samples both every quarter of the threshold (or of the stack release
+//! period, if that is shorter: see below); a worker that has been
 //! running the same task with no switch for the whole threshold is reported
 //! once per episode (a `warn!` naming the task, and
 //! [`RuntimeStats::stalls`](crate::RuntimeStats::stalls)).
 //!
 //! The same periodic timer does the stack pool's housekeeping: it marks the
 //! idle stacks that have become surplus (`stack.rs`), and wakes a worker to
-//! unmap them if all are parked. So it samples at least four times per
-//! stack release period too, whatever the threshold.
+//! unmap them if all are parked.
 
 use crate::control::Shared;
 use std::sync::atomic::Ordering::Relaxed;
@@ -45,8 +45,10 @@ pub(crate) fn start(shared: Weak<Shared>, threshold: Duration) -> Option<spindle
     let period = (threshold / SAMPLES)
         .min(crate::stack::RELEASE_PERIOD / SAMPLES)
         .max(Duration::from_millis(1));
-    // Consecutive still samples that make a stall: the threshold, rounded up.
-    let needed = threshold.as_nanos().div_ceil(period.as_nanos()).max(1);
+    // Consecutive still samples that make a stall: the threshold, rounded
+    // up, and at least two (one late sample and an on-time one can be less
+    // than a period apart).
+    let needed = threshold.as_nanos().div_ceil(period.as_nanos()).max(2);
     let needed = u32::try_from(needed).unwrap_or(u32::MAX);
     // Room for every worker the runtime may grow to: the samples allocate
     // nothing after this.
@@ -84,7 +86,7 @@ fn sample(shared: &Shared, seen: &mut Vec<Seen>, needed: u32) {
         let task = g.running.load(Relaxed);
         let switches = g.stats.switches.load(Relaxed);
         if task != 0 && task == s.task && switches == s.switches {
-            s.still += 1;
+            s.still = s.still.saturating_add(1);
             if s.still >= needed && !s.reported {
                 s.reported = true;
                 shared.stalls.fetch_add(1, Relaxed);

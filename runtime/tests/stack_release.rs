@@ -3,6 +3,8 @@
 //! In a binary of its own: the limit is shared by every runtime of the
 //! process, and this test fills the pools past it.
 
+mod common;
+
 use spindle::{Butex, Runtime};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -10,12 +12,7 @@ use std::time::{Duration, Instant};
 
 /// The stack pools of a process aim to keep a quarter of its map limit.
 fn pool_limit() -> usize {
-    let max_map_count: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
-        .expect("read /proc/sys/vm/max_map_count")
-        .trim()
-        .parse()
-        .expect("a number");
-    max_map_count / 4
+    common::max_map_count() / 4
 }
 
 /// A burst of tasks, all alive at once, that leaves more idle stacks than

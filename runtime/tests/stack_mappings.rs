@@ -1,0 +1,57 @@
+//! How many memory mappings task stacks take. In a binary of its own: it
+//! counts the process's mappings.
+
+mod common;
+
+use spindle::{Butex, Runtime};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// With guard regions, the stacks of many live tasks share a few mappings
+/// (one per stack at most, merged with their neighbours); without, each
+/// takes two. Either way every task runs, and an overflow is still caught
+/// (`tests/overflow.rs`).
+#[test]
+fn live_tasks_take_few_mappings_with_guard_regions() {
+    const TASKS: usize = 20_000;
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let gate = Arc::new(Butex::new(0));
+    let started = Arc::new(AtomicUsize::new(0));
+    let before = common::mappings();
+    let (during, ran) = rt.block_on(|| {
+        let hs: Vec<_> = (0..TASKS)
+            .map(|i| {
+                let (gate, started) = (gate.clone(), started.clone());
+                spindle::spawn(move || {
+                    started.fetch_add(1, Ordering::Relaxed);
+                    while gate.value().load(Ordering::Acquire) == 0 {
+                        let _ = gate.wait(0, None);
+                    }
+                    i
+                })
+            })
+            .collect();
+        // Every task holds its stack (and has touched it) while counted.
+        while started.load(Ordering::Relaxed) < TASKS {
+            spindle::yield_now();
+        }
+        let during = common::mappings();
+        gate.value().store(1, Ordering::Release);
+        gate.wake_all();
+        let ran: usize = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        (during, ran)
+    });
+    assert_eq!(ran, TASKS * (TASKS - 1) / 2, "every task ran once");
+    let grew = during.saturating_sub(before);
+    if common::guard_regions() {
+        assert!(
+            grew < TASKS / 10,
+            "{TASKS} live tasks added {grew} mappings; guard regions should merge them"
+        );
+    } else {
+        assert!(
+            grew >= TASKS,
+            "{TASKS} live tasks with PROT_NONE guard pages added only {grew} mappings"
+        );
+    }
+}
