@@ -593,12 +593,18 @@ impl TaskGroup {
                 });
             let Some(t) = t else { break };
             t.dequeued();
-            if t.home() == NO_HOME {
-                t.set_home(self.index);
-            } else {
+            let started = t.home() != NO_HOME;
+            if started {
                 self.started.set(self.started.get() - 1);
+            } else {
+                t.set_home(self.index);
             }
-            self.current.set(Some(t));
+            // A started task unwinds on its own stack, as itself. A never-run
+            // task's body (or unstarted coroutine) is dropped here, on the
+            // worker's stack, outside any task: a drop that waits then
+            // blocks this thread, as on a plain thread, rather than trying
+            // to suspend a task that has nothing to suspend.
+            self.current.set(started.then_some(t));
             // SAFETY: the worker owns the queued task's coroutine. Dropping a
             // started coroutine unwinds its stack on this, its home, thread.
             let coro = unsafe { (*t.coro.get()).take() };
@@ -638,7 +644,14 @@ pub(crate) fn suspend(t: TaskRef, reason: Suspend) {
     debug_assert!(can_suspend());
     // SAFETY: set by the task's entry closure before any user code runs;
     // the yielder lives on the task's stack, which is the stack we run on.
-    let y = unsafe { &**t.yielder.get() };
+    let y = unsafe {
+        debug_assert!(
+            !(*t.yielder.get()).is_null(),
+            "{} suspends outside its body",
+            t.id()
+        );
+        &**t.yielder.get()
+    };
     y.suspend(reason);
 }
 

@@ -570,6 +570,9 @@ impl TaskTable {
             *t.name.get() = None;
             *t.shared.get() = ptr::null();
             *t.deadline.get() = None;
+            // The next task of this slot sets its own when it first runs;
+            // none before (a stale one would point into a freed stack).
+            *t.yielder.get() = ptr::null();
             debug_assert!((*t.coro.get()).is_none());
             debug_assert!(!(*t.body.get()).is_some() && (*t.reserved.get()).is_none());
         }

@@ -555,6 +555,42 @@ fn never_run_tasks_cancelled_at_shutdown_drop_their_captures() {
     assert_eq!(Arc::strong_count(&captured), 1, "every body was dropped");
 }
 
+/// A never-run task's captures are dropped at shutdown on its worker's own
+/// stack, outside any task: a drop that blocks (here, a sleep) blocks the
+/// worker thread, as on a plain thread. (Found by review: it tried to
+/// suspend the never-run task, through a yielder it never had.)
+#[test]
+fn a_never_run_task_whose_capture_blocks_in_drop_is_cancelled_cleanly() {
+    struct SleepsOnDrop(Arc<AtomicUsize>);
+    impl Drop for SleepsOnDrop {
+        fn drop(&mut self) {
+            spindle::sleep(Duration::from_millis(1)).expect("a plain sleep");
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let rt = rt(1);
+    let hog = hog(&rt);
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let waiting: Vec<_> = (0..10)
+        .map(|_| {
+            let capture = SleepsOnDrop(dropped.clone());
+            rt.spawn(move || drop(capture))
+        })
+        .collect();
+    shutdown_while_hogged(rt, hog);
+    for h in waiting {
+        assert!(matches!(
+            h.join(),
+            Err(spindle::JoinError::Cancelled) | Ok(())
+        ));
+    }
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        10,
+        "every capture dropped once"
+    );
+}
+
 /// A body too large to wait in the task's meta is bound to its stack at
 /// spawn instead; both kinds run and return their values.
 #[test]
