@@ -222,6 +222,9 @@ fn spindle_interrupt_busy(rt: &spindle::Runtime, n: u64) -> Vec<i64> {
                 }
             })
         };
+        // Stops the spinner however this task ends (a failed assert must
+        // not leave a worker of the shared runtime spinning for good).
+        let stop = StopOnDrop(busy);
         for _ in 0..n {
             tx.send(Instant::now()).expect("driver alive");
             let r = spindle::sleep(LONG_SLEEP);
@@ -229,7 +232,7 @@ fn spindle_interrupt_busy(rt: &spindle::Runtime, n: u64) -> Vec<i64> {
             assert_eq!(r, Err(spindle::SleepError::Interrupted), "lost interrupt");
             tx.send(woke).expect("driver alive");
         }
-        busy.store(false, Ordering::Relaxed);
+        drop(stop);
         spinner.join().expect("the spinner does not panic");
     });
     let id = h.id();
@@ -238,6 +241,15 @@ fn spindle_interrupt_busy(rt: &spindle::Runtime, n: u64) -> Vec<i64> {
     });
     h.join().expect("spindle sleeper failed");
     out
+}
+
+/// Clears its flag when dropped.
+struct StopOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
 }
 
 fn tokio_interrupt(rt: &tokio::runtime::Runtime, n: u64) -> Vec<i64> {

@@ -20,7 +20,8 @@
 //! For a task, the steps are (the worker does 2-4 after the switch, so that
 //! nothing can resume the task's stack while it still runs):
 //!
-//! 1. the task builds the node and suspends with `Suspend::Wait`;
+//! 1. the task builds the node in its meta (`TaskMeta::begin_wait`) and
+//!    suspends with `Suspend::Wait`;
 //! 2. under the task's interrupt lock: a pending interrupt or stop ends the
 //!    wait at once; otherwise, under the butex lock, the value is checked and
 //!    the node linked, and the task records that it waits on this node;
@@ -430,6 +431,7 @@ impl Drop for Leave<'_> {
                 }
             }
         }
+        t.end_wait();
     }
 }
 

@@ -15,8 +15,9 @@
 //!
 //! The loop takes work in this order: `fresh`, then `ready` (so a yield goes
 //! behind the tasks spawned before it), with the `remote` queue appended to
-//! `ready` just before each take from it (so a woken task waits behind the
-//! started tasks that were ready before it, not behind later yields); every
+//! `ready` just before each take from it and before a yield is queued (so a
+//! woken task waits behind the started tasks that were ready before it, not
+//! behind later yields); every
 //! [`REMOTE_TICK`] runs the injector (spawns from plain threads) goes first,
 //! then the drained remote queue and `ready`, so that neither new, woken nor
 //! yielded tasks starve behind local churn.
@@ -48,9 +49,10 @@ use std::sync::atomic::Ordering::{AcqRel, Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Remote queue checked at least every this many runs (tokio checks its
-/// global queue every 61 ticks; our remote queue holds wake-ups, which are
-/// latency-sensitive, so we look more often).
+/// Every this many runs, the injector and then the ready list (with the
+/// remote queue) go before the LIFO slot and `fresh`, so that a worker busy
+/// with its own new tasks still gets to them (tokio checks its global queue
+/// every 61 ticks).
 const REMOTE_TICK: u32 = 31;
 /// A worker whose own sleeping task is due within this long keeps looking for
 /// work instead of parking: waking a parked thread takes tens of µs on a VM
@@ -514,7 +516,12 @@ impl TaskGroup {
         me.running.store(0, Relaxed);
         GroupStats::bump(&me.stats.switches);
         match outcome {
-            CoroutineResult::Yield(Suspend::Yield) => self.push_ready(t),
+            CoroutineResult::Yield(Suspend::Yield) => {
+                // Tasks woken while this one ran were runnable before its
+                // yield: they go first.
+                me.remote.take_all(&self.ready);
+                self.push_ready(t)
+            }
             CoroutineResult::Yield(Suspend::Wait(node)) => {
                 // SAFETY: the node is `t`'s wait node, alive while `t` is,
                 // and `t` cannot resume before `block` makes it runnable.

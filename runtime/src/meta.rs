@@ -292,6 +292,10 @@ pub(crate) struct TaskMeta {
     /// where it happens.
     #[cfg(debug_assertions)]
     queued: AtomicBool,
+    /// Debug builds check that a task's waits never overlap (the contract of
+    /// [`begin_wait`](Self::begin_wait)).
+    #[cfg(debug_assertions)]
+    in_wait: AtomicBool,
 }
 
 // SAFETY: a TaskMeta is shared between threads by design. Its atomics and
@@ -336,6 +340,8 @@ impl TaskMeta {
             deadline: UnsafeCell::new(None),
             #[cfg(debug_assertions)]
             queued: AtomicBool::new(false),
+            #[cfg(debug_assertions)]
+            in_wait: AtomicBool::new(false),
         }
     }
 
@@ -347,13 +353,30 @@ impl TaskMeta {
     ///
     /// # Safety
     /// Called by the task itself, not inside another wait: the previous
-    /// wait's step 5 (`butex::Leave`) has run, so nothing else refers to the
-    /// node. `node`'s waiter is this task (nothing to drop when the next
-    /// wait overwrites it).
+    /// wait's step 5 (`butex::Leave`, which ends with
+    /// [`end_wait`](Self::end_wait)) has run, so nothing else refers to the
+    /// node. That holds because nothing between the two can wait: a task
+    /// waits only from its own code, `Leave` takes no wait of its own, and
+    /// waits during unwinding block the thread instead. `node`'s waiter is
+    /// this task (nothing to drop when the next wait overwrites it).
     pub(crate) unsafe fn begin_wait(&self, node: WaitNode) -> &WaitNode {
+        #[cfg(debug_assertions)]
+        assert!(
+            !self.in_wait.swap(true, Ordering::Relaxed),
+            "{} began a wait inside another",
+            self.id()
+        );
         // SAFETY: the caller's contract: no reference to the old node is
         // left, and only this task's own wait uses the new one.
         unsafe { (*self.wait_node.get()).write(node) }
+    }
+
+    /// Notes that the wait begun by [`begin_wait`](Self::begin_wait) is
+    /// over and nothing refers to its node any more.
+    #[inline]
+    pub(crate) fn end_wait(&self) {
+        #[cfg(debug_assertions)]
+        self.in_wait.store(false, Ordering::Relaxed);
     }
 
     /// Notes that the task enters a run queue (debug builds: it must be in

@@ -28,13 +28,17 @@ fn no_stack_or_slot_leaks_after_a_million_spawn_joins() {
         "task table grew from {slots_before} to {}",
         s.task_slots
     );
-    // The shared pool keeps at most max_map_count / 8 stacks (workers keep
-    // 256 more each).
+    // Stacks are reused, not piled up: the shared pool stays within the
+    // quarter of max_map_count it aims for (workers keep 256 more each).
     let max_map_count: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    assert!(s.pooled_stacks <= max_map_count / 8);
+    assert!(
+        s.pooled_stacks <= max_map_count / 4,
+        "{} pooled",
+        s.pooled_stacks
+    );
     assert!(s.finished >= 1_000_000);
 }
