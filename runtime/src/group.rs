@@ -528,6 +528,9 @@ impl TaskGroup {
                 butex::block(self, t, unsafe { &*node })
             }
             CoroutineResult::Yield(Suspend::Urgent(child)) => {
+                // Like a yield (the child runs first, then the tasks ready
+                // before this one's switch).
+                me.remote.take_all(&self.ready);
                 self.push_ready(t);
                 child.enqueued();
                 self.next.set(Some(child));
@@ -582,55 +585,75 @@ impl TaskGroup {
     /// At stop: drop every queued task (unwinding started ones here, on
     /// their own worker) and tell their joiners they were cancelled.
     fn cancel_queued(&self) {
-        let me = self.me();
+        // Started tasks first: they unwind, and what they hold (locks, the
+        // values a drop may wait for) is let go before the never-run tasks'
+        // captures are dropped. Those drops may queue more tasks: again.
         loop {
-            me.remote.take_all(&self.ready);
-            let t = self
-                .next
-                .take()
-                .or_else(|| Self::take_lifo(me))
-                .or_else(|| self.ready.pop_front())
-                .or_else(|| self.fresh.pop())
-                .or_else(|| loop {
-                    match self.shared.injector.steal() {
-                        Steal::Success(t) => break Some(t),
-                        Steal::Retry => continue,
-                        Steal::Empty => break None,
-                    }
-                });
-            let Some(t) = t else { break };
-            t.dequeued();
-            let started = t.home() != NO_HOME;
-            if started {
-                self.started.set(self.started.get() - 1);
-            } else {
-                t.set_home(self.index);
+            let mut never_run = Vec::new();
+            while let Some(t) = self.take_queued() {
+                t.dequeued();
+                if t.home() == NO_HOME {
+                    t.set_home(self.index);
+                    never_run.push(t);
+                } else {
+                    self.started.set(self.started.get() - 1);
+                    self.cancel(t, true);
+                }
             }
-            // A started task unwinds on its own stack, as itself. A never-run
-            // task's body (or unstarted coroutine) is dropped here, on the
-            // worker's stack, outside any task: a drop that waits then
-            // blocks this thread, as on a plain thread, rather than trying
-            // to suspend a task that has nothing to suspend.
-            self.current.set(started.then_some(t));
-            // SAFETY: the worker owns the queued task's coroutine. Dropping a
-            // started coroutine unwinds its stack on this, its home, thread.
-            let coro = unsafe { (*t.coro.get()).take() };
-            drop(coro);
-            // A never-run task may hold a body and a reserved stack instead.
-            // SAFETY: as above.
-            let (body, reserved) = unsafe { ((*t.body.get()).take(), (*t.reserved.get()).take()) };
-            drop(body);
-            if let Some(stack) = reserved {
-                self.shared.stacks.give(
-                    self.shared.stacks.default_size(),
-                    stack,
-                    Some(&mut self.stacks.borrow_mut()),
-                );
+            if never_run.is_empty() {
+                break;
             }
-            self.current.set(None);
-            crate::task::complete(t, crate::task::CANCELLED);
-            meta::table().release(t, Some(&mut self.slots.borrow_mut()));
+            for t in never_run {
+                self.cancel(t, false);
+            }
         }
+    }
+
+    /// Any task queued on this worker (or in the injector), at stop.
+    fn take_queued(&self) -> Option<TaskRef> {
+        let me = self.me();
+        me.remote.take_all(&self.ready);
+        self.next
+            .take()
+            .or_else(|| Self::take_lifo(me))
+            .or_else(|| self.ready.pop_front())
+            .or_else(|| self.fresh.pop())
+            .or_else(|| loop {
+                match self.shared.injector.steal() {
+                    Steal::Success(t) => break Some(t),
+                    Steal::Retry => continue,
+                    Steal::Empty => break None,
+                }
+            })
+    }
+
+    /// Drops a dequeued task at stop and tells its joiner it was cancelled.
+    fn cancel(&self, t: TaskRef, started: bool) {
+        // A started task unwinds on its own stack, as itself. A never-run
+        // task's body (or unstarted coroutine) is dropped here, on the
+        // worker's stack, outside any task: a drop that waits then blocks
+        // this thread, as on a plain thread, rather than trying to suspend a
+        // task that has nothing to suspend. (A drop that waits for something
+        // only a task of this stopped worker could do would wait for good.)
+        self.current.set(started.then_some(t));
+        // SAFETY: the worker owns the queued task's coroutine. Dropping a
+        // started coroutine unwinds its stack on this, its home, thread.
+        let coro = unsafe { (*t.coro.get()).take() };
+        drop(coro);
+        // A never-run task may hold a body and a reserved stack instead.
+        // SAFETY: as above.
+        let (body, reserved) = unsafe { ((*t.body.get()).take(), (*t.reserved.get()).take()) };
+        drop(body);
+        if let Some(stack) = reserved {
+            self.shared.stacks.give(
+                self.shared.stacks.default_size(),
+                stack,
+                Some(&mut self.stacks.borrow_mut()),
+            );
+        }
+        self.current.set(None);
+        crate::task::complete(t, crate::task::CANCELLED);
+        meta::table().release(t, Some(&mut self.slots.borrow_mut()));
     }
 }
 

@@ -597,6 +597,8 @@ impl TaskTable {
             // none before (a stale one would point into a freed stack).
             *t.yielder.get() = ptr::null();
             debug_assert!((*t.coro.get()).is_none());
+            #[cfg(debug_assertions)]
+            debug_assert!(!t.in_wait.load(Ordering::Relaxed), "released inside a wait");
             debug_assert!(!(*t.body.get()).is_some() && (*t.reserved.get()).is_none());
         }
         {

@@ -14,18 +14,23 @@
 //! burst of the same size maps nothing. A pooled stack keeps the pages its
 //! last task touched (usually one or two), as bthread's do.
 //!
-//! Nothing is unmapped on the way: the end of a burst costs no syscalls. The
-//! shared pools of all runtimes aim to keep at most a quarter of
-//! `vm.max_map_count` idle stacks (at most two mappings each, so half the
-//! mappings; and a few hundred MiB of touched pages at most).
-//! Above that, what stayed idle for a whole [`RELEASE_PERIOD`] is surplus:
-//! the runtime's periodic housekeeping (`watchdog.rs`) marks it, and workers
-//! with nothing to run unmap it, [`RELEASE_CHUNK`] stacks at a time, looking
-//! for work between chunks (Go's background scavenger does the same for its
-//! heap). Idle stacks never raise the peak number of mappings, which their
-//! tasks reached a moment before; and a mapping that fails for want of
-//! memory or mappings first makes the pool unmap its idle stacks, and is
-//! tried once more.
+//! The shared pools of all runtimes aim to keep at most a quarter of
+//! `vm.max_map_count` idle stacks (half the mappings where each stack is
+//! two). Idle stacks keep the pages their last tasks touched: one or two
+//! each for most tasks, all of a deep task's. Above that limit, what stayed
+//! idle through a whole [`RELEASE_PERIOD`] (so for one to two periods) is
+//! surplus: the runtime's periodic housekeeping (`watchdog.rs`) marks it,
+//! and workers with nothing to run unmap it, [`RELEASE_CHUNK`] stacks at a
+//! time, looking for work between chunks. So with guard regions the end of
+//! a burst costs no syscalls, up to a ceiling of twice the limit; past the
+//! ceiling (the limit itself without guard regions, where each idle stack
+//! holds two mappings), a stack given back makes its pool unmap its coldest
+//! one at once. So the pools stay bounded even if no worker ever idles. The
+//! limits are process-wide counts read under each pool's own lock, so
+//! concurrent pools may overshoot them by a batch. A mapping that fails for
+//! want of memory or mappings makes its runtime's pool unmap its idle
+//! stacks, and is tried once more (with merged stacks, unmapping one may
+//! itself need a mapping: see `TaskStack`'s `Drop`).
 //!
 //! A failed mapping is an error returned by spawn; a task never runs on a
 //! worker's own stack (brpc #1648). Stacks of the runtime's default size are
@@ -154,18 +159,20 @@ impl Shelf {
     /// Takes up to `n` of the most recently given stacks (a spawn's).
     fn pop_back(&mut self, n: usize) -> std::collections::vec_deque::Drain<'_, TaskStack> {
         let at = self.stacks.len().saturating_sub(n);
+        // Unmark before uncounting, so that others never see fewer unmarked
+        // stacks than there are.
+        self.set_release(self.release.min(at));
         POOLED.fetch_sub(self.stacks.len() - at, Relaxed);
         self.low_water = self.low_water.min(at);
-        self.set_release(self.release.min(at));
         self.stacks.drain(at..)
     }
 
     /// Takes up to `n` of the stacks idle longest (to unmap them).
     fn pop_front(&mut self, n: usize) -> std::collections::vec_deque::Drain<'_, TaskStack> {
         let n = n.min(self.stacks.len());
+        self.set_release(self.release.saturating_sub(n));
         POOLED.fetch_sub(n, Relaxed);
         self.low_water = self.low_water.saturating_sub(n);
-        self.set_release(self.release.saturating_sub(n));
         self.stacks.drain(..n)
     }
 
@@ -408,9 +415,17 @@ pub(crate) fn check_size(size: usize) -> io::Result<usize> {
 /// mappings of stacks made one after another into one: a hundred thousand
 /// stacks take a handful of the process's `vm.max_map_count` mappings, not
 /// two hundred thousand, and making one costs an mmap and an madvise instead
-/// of an mmap and an mprotect that splits a mapping. On older kernels the
-/// guard is a `PROT_NONE` page (`mprotect`), as in corosensei's
-/// `DefaultStack`: two mappings per stack.
+/// of an mmap and an mprotect that splits a mapping. Where guard regions are
+/// missing (older kernels, some sandboxes) or refused for one mapping (a
+/// locked one, under `mlockall`), the guard is a `PROT_NONE` page
+/// (`mprotect`), as in corosensei's `DefaultStack`: two mappings per stack.
+///
+/// Stacks are mapped with `MAP_STACK`, which (since Linux 6.7) keeps
+/// transparent huge pages of every size off them: merged, they would
+/// otherwise be candidates for 2 MiB pages. The guard page is part of the
+/// writable mapping, so it counts against the commit limit (one page per
+/// stack more than `DefaultStack`, which only matters under
+/// `vm.overcommit_memory = 2`).
 pub(crate) struct TaskStack {
     /// The top of the stack (the end of the mapping).
     top: StackPointer,
@@ -419,15 +434,10 @@ pub(crate) struct TaskStack {
     valgrind: ManuallyDrop<ValgrindStackRegistration>,
 }
 
-// SAFETY: a TaskStack owns its mapping, which nothing else refers to; moving
-// it to another thread moves that ownership (the coroutine that runs on it
-// moves with it only before it has started, see docs/safety.md).
-unsafe impl Send for TaskStack {}
-
 // SAFETY: `top` is page-aligned (so aligned to STACK_ALIGNMENT), `limit` is
 // the start of the mapping and so includes the guard page, which faults on
 // any access; between them are at least MIN_STACK_SIZE (16 KiB) writable
-// bytes, more than corosensei's minimum.
+// bytes (`map` asserts it), more than corosensei's minimum.
 unsafe impl Stack for TaskStack {
     #[inline]
     fn base(&self) -> StackPointer {
@@ -440,16 +450,33 @@ unsafe impl Stack for TaskStack {
     }
 }
 
+/// Stacks whose address range could not be unmapped (see `Drop`).
+static UNMAP_FAILURES: AtomicUsize = AtomicUsize::new(0);
+
 impl Drop for TaskStack {
     fn drop(&mut self) {
         // SAFETY: registered in `map`, dropped once, here.
         unsafe { ManuallyDrop::drop(&mut self.valgrind) };
-        let start = self.top.get() - self.len;
+        let start = (self.top.get() - self.len) as *mut libc::c_void;
         // SAFETY: `[start, start + len)` is our mapping; nothing runs on it
         // any more (a stack is dropped only with its coroutine finished or
         // unwound, or unused).
-        let r = unsafe { libc::munmap(start as *mut libc::c_void, self.len) };
-        debug_assert_eq!(r, 0, "munmap of a task stack failed");
+        if unsafe { libc::munmap(start, self.len) } == 0 {
+            return;
+        }
+        // Unmapping a stack in the middle of a merged mapping splits it,
+        // which fails at the process's mapping limit. Give the memory back
+        // and leave the address range (and its guard) mapped: a leak of
+        // address space, not of memory.
+        // SAFETY: as above; the pages are dropped, the mapping stays ours.
+        unsafe { libc::madvise(start, self.len, libc::MADV_DONTNEED) };
+        if UNMAP_FAILURES.fetch_add(1, Relaxed) == 0 {
+            tracing::warn!(
+                error = %io::Error::last_os_error(),
+                "could not unmap a task stack (its memory is given back, its \
+                 address range is kept); further failures are not logged"
+            );
+        }
     }
 }
 
@@ -466,17 +493,31 @@ impl std::fmt::Debug for TaskStack {
 /// yet).
 const MADV_GUARD_INSTALL: libc::c_int = 102;
 
-/// Whether this kernel has guard regions: unknown until the first stack.
-static GUARD_REGIONS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(UNKNOWN);
-const UNKNOWN: u8 = 0;
-const SUPPORTED: u8 = 1;
-const UNSUPPORTED: u8 = 2;
-
-/// Whether stacks get their guard pages as guard regions (one mapping per
-/// stack, merged with its neighbours) rather than `PROT_NONE` pages (two);
-/// known after the first stack, assumed not before.
+/// Whether this process can have guard regions: tried once, on a scratch
+/// page. Anything but success means no (EINVAL from an older kernel, EPERM
+/// or ENOSYS from a sandbox, ...).
 fn guard_regions() -> bool {
-    GUARD_REGIONS.load(Relaxed) == SUPPORTED
+    static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SUPPORTED.get_or_init(|| {
+        let page = page_size();
+        // SAFETY: a fresh private page of our own, advised, then unmapped.
+        unsafe {
+            let p = libc::mmap(
+                ptr::null_mut(),
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                return false;
+            }
+            let ok = libc::madvise(p, page, MADV_GUARD_INSTALL) == 0;
+            libc::munmap(p, page);
+            ok
+        }
+    })
 }
 
 /// Makes the page at `page` fault on any access.
@@ -484,19 +525,18 @@ fn guard_regions() -> bool {
 /// # Safety
 /// `page` is the first page of a mapping of ours that nothing uses yet.
 unsafe fn install_guard(page: *mut libc::c_void) -> io::Result<()> {
-    if GUARD_REGIONS.load(Relaxed) != UNSUPPORTED {
+    if guard_regions() {
         // SAFETY: the caller's mapping; the advice touches only its page
         // tables.
         if unsafe { libc::madvise(page, page_size(), MADV_GUARD_INSTALL) } == 0 {
-            GUARD_REGIONS.store(SUPPORTED, Relaxed);
             return Ok(());
         }
+        // EINVAL: refused for this mapping (a locked one); anything else
+        // (out of memory for page tables) is an error.
         let e = io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::EINVAL) {
             return Err(e);
         }
-        // An older kernel: unknown advice.
-        GUARD_REGIONS.store(UNSUPPORTED, Relaxed);
     }
     // SAFETY: as above; the page becomes inaccessible (its own mapping).
     if unsafe { libc::mprotect(page, page_size(), libc::PROT_NONE) } == 0 {
@@ -506,19 +546,13 @@ unsafe fn install_guard(page: *mut libc::c_void) -> io::Result<()> {
     }
 }
 
-/// Whether transparent huge pages are on for every mapping. Then a stack
-/// asks for none: the merged mappings of many stacks would otherwise be
-/// backed by 2 MiB pages, each task's first touch faulting in megabytes.
-fn huge_pages_always() -> bool {
-    static ALWAYS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ALWAYS.get_or_init(|| {
-        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-            .is_ok_and(|s| s.contains("[always]"))
-    })
-}
-
 /// Maps a new stack with at least `size` usable bytes.
 fn map(size: usize) -> io::Result<TaskStack> {
+    debug_assert!(
+        (MIN_STACK_SIZE..=MAX_STACK_SIZE).contains(&size),
+        "stack sizes go through check_size"
+    );
+    let size = size.max(MIN_STACK_SIZE);
     let page = page_size();
     let annotate = |e: io::Error| {
         io::Error::new(
@@ -526,16 +560,18 @@ fn map(size: usize) -> io::Result<TaskStack> {
             format!("cannot map a task stack of {size} bytes: {e}"),
         )
     };
-    // The usable part rounded up to pages, plus the guard page. `size` is
-    // at most MAX_STACK_SIZE (check_size), so this cannot overflow.
-    let len = (size + 2 * page - 1) & !(page - 1);
+    // The usable part rounded up to pages, plus the guard page.
+    let len = size
+        .checked_add(2 * page - 1)
+        .map(|l| l & !(page - 1))
+        .ok_or_else(|| annotate(io::ErrorKind::InvalidInput.into()))?;
     // SAFETY: a fresh anonymous mapping at an address of the kernel's choice.
     let start = unsafe {
         libc::mmap(
             ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
             -1,
             0,
         )
@@ -549,11 +585,6 @@ fn map(size: usize) -> io::Result<TaskStack> {
         len,
         valgrind: ManuallyDrop::new(ValgrindStackRegistration::new(start.cast(), len)),
     };
-    if huge_pages_always() {
-        // SAFETY: our fresh mapping; the advice only changes how it may be
-        // backed. A failure leaves it as it was: harmless.
-        unsafe { libc::madvise(start, len, libc::MADV_NOHUGEPAGE) };
-    }
     // SAFETY: `start` is the first page of our fresh mapping.
     unsafe { install_guard(start) }.map_err(annotate)?;
     // Fault the top page in now, on the thread that mapped it. Its first

@@ -569,24 +569,49 @@ fn a_never_run_task_whose_capture_blocks_in_drop_is_cancelled_cleanly() {
         }
     }
     let rt = rt(1);
-    let hog = hog(&rt);
     let dropped = Arc::new(AtomicUsize::new(0));
-    let waiting: Vec<_> = (0..10)
-        .map(|_| {
-            let capture = SleepsOnDrop(dropped.clone());
-            rt.spawn(move || drop(capture))
+    // The hog spawns tasks with a stack size of their own (a builder spawns
+    // from a task) before it holds the worker, so they wait behind it.
+    let (busy, release) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let task = {
+        let (b, r, d) = (busy.clone(), release.clone(), dropped.clone());
+        rt.spawn(move || {
+            for _ in 0..10 {
+                let sized = SleepsOnDrop(d.clone());
+                let builder = spindle::task::Builder::new().stack_size(64 * 1024);
+                tx.send(builder.spawn(move || drop(sized)).unwrap())
+                    .unwrap();
+            }
+            b.store(true, Ordering::SeqCst);
+            while !r.load(Ordering::SeqCst) {
+                std::hint::spin_loop();
+            }
         })
-        .collect();
-    shutdown_while_hogged(rt, hog);
+    };
+    while !busy.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut waiting: Vec<JoinHandle<()>> = rx.iter().take(10).collect();
+    for _ in 0..10 {
+        // Two more kinds: a small body waiting in its meta, and a large one
+        // bound to its stack at spawn.
+        let small = SleepsOnDrop(dropped.clone());
+        waiting.push(rt.spawn(move || drop(small)));
+        let large = (SleepsOnDrop(dropped.clone()), [0u64; 32]);
+        waiting.push(rt.spawn(move || drop(large)));
+    }
+    shutdown_while_hogged(rt, Hog { task, release });
     for h in waiting {
-        assert!(matches!(
-            h.join(),
-            Err(spindle::JoinError::Cancelled) | Ok(())
-        ));
+        // The hog holds the only worker until after the stop: none ran.
+        assert!(matches!(h.join(), Err(spindle::JoinError::Cancelled)));
     }
     assert_eq!(
         dropped.load(Ordering::SeqCst),
-        10,
+        30,
         "every capture dropped once"
     );
 }
