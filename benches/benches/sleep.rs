@@ -187,44 +187,27 @@ fn drive_wakes(n: u64, rx: &Receiver<Instant>, mut wake: impl FnMut()) -> Vec<i6
         .collect()
 }
 
-fn spindle_interrupt(rt: &spindle::Runtime, n: u64) -> Vec<i64> {
+/// A spindle task sleeping 10 s, `n` times over, each time woken by
+/// `interrupt` from the driver. With `busy_worker`, the sleeper's worker is
+/// kept awake by a task that yields in a loop (a busy server): the interrupt
+/// then needs no wake-up, only a turn on the worker, so that case measures
+/// the runtime's own share of the latency.
+fn spindle_interrupt(rt: &spindle::Runtime, n: u64, busy_worker: bool) -> Vec<i64> {
     let (tx, rx) = channel();
     let h = rt.spawn(move || {
-        for _ in 0..n {
-            tx.send(Instant::now()).expect("driver alive");
-            let r = spindle::sleep(LONG_SLEEP);
-            let woke = Instant::now();
-            assert_eq!(r, Err(spindle::SleepError::Interrupted), "lost interrupt");
-            tx.send(woke).expect("driver alive");
-        }
-    });
-    let id = h.id();
-    let out = drive_wakes(n, &rx, || {
-        spindle::interrupt(id).expect("the sleeper is alive");
-    });
-    h.join().expect("spindle sleeper failed");
-    out
-}
-
-/// [`spindle_interrupt`] with the sleeper's worker kept awake by a task that
-/// yields in a loop (a busy server): the interrupt needs no wake-up, only a
-/// turn on the worker, so this is the runtime's own share of the latency.
-fn spindle_interrupt_busy(rt: &spindle::Runtime, n: u64) -> Vec<i64> {
-    let (tx, rx) = channel();
-    let h = rt.spawn(move || {
-        // Started at once on this worker, and so pinned to it.
-        let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let spinner = {
-            let busy = busy.clone();
-            spindle::spawn_urgent(move || {
-                while busy.load(Ordering::Relaxed) {
+        let spinner = busy_worker.then(|| {
+            let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
+            let flag = busy.clone();
+            // Started at once on this worker, and so pinned to it.
+            let task = spindle::spawn_urgent(move || {
+                while flag.load(Ordering::Relaxed) {
                     spindle::yield_now();
                 }
-            })
-        };
-        // Stops the spinner however this task ends (a failed assert must
-        // not leave a worker of the shared runtime spinning for good).
-        let stop = StopOnDrop(busy);
+            });
+            // Stops the spinner however this task ends (a failed assert must
+            // not leave a worker of the shared runtime spinning for good).
+            (StopOnDrop(busy), task)
+        });
         for _ in 0..n {
             tx.send(Instant::now()).expect("driver alive");
             let r = spindle::sleep(LONG_SLEEP);
@@ -232,8 +215,10 @@ fn spindle_interrupt_busy(rt: &spindle::Runtime, n: u64) -> Vec<i64> {
             assert_eq!(r, Err(spindle::SleepError::Interrupted), "lost interrupt");
             tx.send(woke).expect("driver alive");
         }
-        drop(stop);
-        spinner.join().expect("the spinner does not panic");
+        if let Some((stop, task)) = spinner {
+            drop(stop);
+            task.join().expect("the spinner does not panic");
+        }
     });
     let id = h.id();
     let out = drive_wakes(n, &rx, || {
@@ -333,10 +318,13 @@ fn interrupt_latency(c: &mut Criterion, p: &Peers) {
         .warm_up_time(Duration::from_millis(200))
         .measurement_time(Duration::from_millis(1500));
     let cases: [(&str, Sampler); 5] = [
-        ("spindle", Box::new(|n| spindle_interrupt(&p.spindle, n))),
+        (
+            "spindle",
+            Box::new(|n| spindle_interrupt(&p.spindle, n, false)),
+        ),
         (
             "spindle (worker busy)",
-            Box::new(|n| spindle_interrupt_busy(&p.spindle, n)),
+            Box::new(|n| spindle_interrupt(&p.spindle, n, true)),
         ),
         ("tokio", Box::new(|n| tokio_interrupt(&p.tokio, n))),
         ("may", Box::new(may_interrupt)),
