@@ -260,6 +260,13 @@ impl TaskGroup {
             tracing::warn!(worker = self.index, %error, "could not set the timer slack");
         }
         WORKER.with(|w| w.set(self));
+        // The work-stealing deques' memory reclamation (crossbeam-epoch)
+        // sets itself up on first use, the process-wide collector and this
+        // thread's handle, building large values on the stack. Do it here,
+        // on the worker's own stack, not inside the first task whose spawn
+        // grows the deque: a 16 KiB task stack overflowed on it in debug
+        // builds (tests/stack_release.rs).
+        drop(crossbeam_epoch::pin());
         self.shared.idle.start_searching();
         let mut searching = true;
         loop {

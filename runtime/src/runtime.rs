@@ -65,7 +65,8 @@ impl Builder {
         self
     }
 
-    /// The default stack size of this runtime's tasks, in bytes.
+    /// The default stack size of this runtime's tasks, in bytes: at least
+    /// 16 KiB (64 KiB in a debug build of spindle, whose frames are larger).
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = bytes;
         self

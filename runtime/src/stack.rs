@@ -99,7 +99,14 @@ fn shared_pool_ceiling() -> usize {
 }
 
 /// The smallest stack we hand out: enough for formatting and a panic.
+#[cfg(not(debug_assertions))]
 pub(crate) const MIN_STACK_SIZE: usize = 16 * 1024;
+/// The smallest stack we hand out in a debug build, whose frames are far
+/// larger (no inlining; every temporary on the stack): 16 KiB did not hold
+/// a task that spawned while the work-stealing deque grew (crossbeam moves
+/// a 2 KiB garbage bag through several frames then; tests/stack_release.rs).
+#[cfg(debug_assertions)]
+pub(crate) const MIN_STACK_SIZE: usize = 64 * 1024;
 /// The largest we accept: beyond this a size is a mistake, not a request.
 pub(crate) const MAX_STACK_SIZE: usize = 1 << 40;
 

@@ -54,8 +54,9 @@ impl Builder {
         self
     }
 
-    /// The task's stack size in bytes. Stacks of the runtime's default size
-    /// are pooled; others are mapped for this task and unmapped when it ends.
+    /// The task's stack size in bytes (at least 16 KiB; 64 KiB in a debug
+    /// build of spindle). Stacks of the runtime's default size are pooled;
+    /// others are mapped for this task and unmapped when it ends.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
         self
