@@ -721,7 +721,7 @@ fn many_sleepers(c: &mut Criterion, p: &Peers) {
         .warm_up_time(Duration::from_millis(1))
         .measurement_time(Duration::from_secs(10));
     match sleepers::max_map_count() {
-        Ok(n) if n >= MAP_COUNT_NEEDED || sleepers::guard_regions() => {
+        Ok(n) if n >= MAP_COUNT_NEEDED || spindle::stack_guard_regions() => {
             let rt = spindle::Runtime::builder()
                 .workers(2)
                 .stack_size(SMALL_STACK)

@@ -185,30 +185,6 @@ pub fn parse_status_kb(status: &str, field: &str) -> Option<u64> {
     })
 }
 
-/// Whether this kernel has guard regions (`MADV_GUARD_INSTALL`, Linux 6.13):
-/// then a spindle stack's guard page is no mapping of its own, and 100 000
-/// stacks do not need a raised `vm.max_map_count`.
-pub fn guard_regions() -> bool {
-    const MADV_GUARD_INSTALL: libc::c_int = 102;
-    // SAFETY: a fresh private page of our own, advised, then unmapped.
-    unsafe {
-        let page = libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        if page == libc::MAP_FAILED {
-            return false;
-        }
-        let ok = libc::madvise(page, 4096, MADV_GUARD_INSTALL) == 0;
-        libc::munmap(page, 4096);
-        ok
-    }
-}
-
 /// `vm.max_map_count`: how many memory mappings a process may have. Every
 /// may stack is two: the stack and its guard page; so is every spindle
 /// stack on a kernel without guard regions.

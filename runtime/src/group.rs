@@ -468,8 +468,10 @@ impl TaskGroup {
         // at most ~0.2 ms, during which this worker counts as searching (so
         // new work may wait that long); not when a sleep of ours is due
         // sooner than that could matter.
-        let sleep_soon = until.is_some_and(|u| u < Instant::now() + RELEASE_SLEEP_MARGIN);
-        if !sleep_soon && self.shared.stacks.release_some() {
+        if self.shared.stacks.has_marked()
+            && until.is_none_or(|u| u >= Instant::now() + RELEASE_SLEEP_MARGIN)
+            && self.shared.stacks.release_some()
+        {
             return None;
         }
         // Park (see idle.rs for the handshake).

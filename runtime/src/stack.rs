@@ -91,7 +91,7 @@ fn shared_pool_limit() -> usize {
 /// release; without, the limit itself, because each idle stack then holds
 /// two of the process's mappings.
 fn shared_pool_ceiling() -> usize {
-    if guard_regions() {
+    if stack_guard_regions() {
         2 * shared_pool_limit()
     } else {
         shared_pool_limit()
@@ -353,6 +353,12 @@ impl StackPool {
         self.lock().tick(now, shared_pool_limit())
     }
 
+    /// Whether any pool has stacks marked for release: one load, so that a
+    /// worker about to park takes no lock in the common case.
+    pub(crate) fn has_marked(&self) -> bool {
+        MARKED.load(Relaxed) > 0
+    }
+
     /// Unmaps up to [`RELEASE_CHUNK`] of the stacks marked for release, and
     /// never so many that the pools fall below their limit (other pools may
     /// have been drawn from since the marking); returns whether it unmapped
@@ -500,10 +506,13 @@ impl std::fmt::Debug for TaskStack {
 /// yet).
 const MADV_GUARD_INSTALL: libc::c_int = 102;
 
-/// Whether this process can have guard regions: tried once, on a scratch
-/// page. Anything but success means no (EINVAL from an older kernel, EPERM
-/// or ENOSYS from a sandbox, ...).
-fn guard_regions() -> bool {
+/// Whether task stacks get their guard page as a guard region
+/// (`MADV_GUARD_INSTALL`, Linux 6.13): then a stack is one memory mapping,
+/// merged with its neighbours, and many tasks do not need a raised
+/// `vm.max_map_count`; else each stack is two mappings. Tried once, on a
+/// scratch page: anything but success means no (EINVAL from an older
+/// kernel, EPERM or ENOSYS from a sandbox, ...).
+pub fn stack_guard_regions() -> bool {
     static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *SUPPORTED.get_or_init(|| {
         let page = page_size();
@@ -532,7 +541,7 @@ fn guard_regions() -> bool {
 /// # Safety
 /// `page` is the first page of a mapping of ours that nothing uses yet.
 unsafe fn install_guard(page: *mut libc::c_void) -> io::Result<()> {
-    if guard_regions() {
+    if stack_guard_regions() {
         // SAFETY: the caller's mapping; the advice touches only its page
         // tables.
         if unsafe { libc::madvise(page, page_size(), MADV_GUARD_INSTALL) } == 0 {

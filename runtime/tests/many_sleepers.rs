@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 #[test]
 fn a_hundred_thousand_sleepers_all_wake_once() {
     const N: usize = 100_000;
-    if !common::guard_regions() {
+    if !spindle::stack_guard_regions() {
         let limit = common::max_map_count();
         assert!(
             limit >= 2 * N + 10_000,

@@ -43,7 +43,7 @@ fn live_tasks_take_few_mappings_with_guard_regions() {
     });
     assert_eq!(ran, TASKS * (TASKS - 1) / 2, "every task ran once");
     let grew = during.saturating_sub(before);
-    if common::guard_regions() {
+    if spindle::stack_guard_regions() {
         assert!(
             grew < TASKS / 10,
             "{TASKS} live tasks added {grew} mappings; guard regions should merge them"

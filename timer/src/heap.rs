@@ -15,6 +15,7 @@
 //! were most of the timer thread's time, each lower level a cache miss.
 //! Pushes of later and later deadlines, the common case, stop at once.
 
+use crate::prefetch::prefetch;
 use crate::slot::{Entry, SlotTable};
 
 /// Below this many entries the heap is never compacted.
@@ -25,24 +26,6 @@ const COMPACT_MIN: usize = 2;
 
 /// Children per node.
 const ARITY: usize = 4;
-
-/// Starts loading the cache lines of `n` entries from `at` (a hint: it
-/// reads nothing and cannot fault).
-#[inline]
-fn prefetch(at: *const Entry, n: usize) {
-    #[cfg(target_arch = "x86_64")]
-    for k in (0..n).step_by(64 / std::mem::size_of::<Entry>()) {
-        // SAFETY: a prefetch reads nothing and cannot fault, wherever it
-        // points; SSE is part of the x86_64 baseline.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                at.wrapping_add(k).cast(),
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (at, n);
-}
 
 /// A min-heap of entries by deadline (entries with equal deadlines come out
 /// in no particular order).
@@ -137,7 +120,8 @@ impl TimerHeap {
             // load them while this level is compared.
             let grandchildren = ARITY * first + 1;
             if grandchildren < len {
-                prefetch(self.entries[grandchildren..].as_ptr(), ARITY * ARITY);
+                let at = self.entries[grandchildren..].as_ptr();
+                prefetch(at, ARITY * ARITY * std::mem::size_of::<Entry>());
             }
             let mut least = first;
             for c in first + 1..(first + ARITY).min(len) {

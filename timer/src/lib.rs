@@ -77,6 +77,7 @@ mod callback;
 mod clock;
 mod heap;
 mod pool;
+mod prefetch;
 mod slot;
 mod stats;
 mod sync;

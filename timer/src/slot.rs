@@ -511,18 +511,9 @@ impl SlotTable {
     /// over the table, and with many timers each read was a cache miss.
     #[inline]
     pub(crate) fn prefetch(&self, entry: &Entry) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(slot) = self.get(entry.slot) {
-            // SAFETY: a prefetch is only a hint: it reads nothing and cannot
-            // fault; SSE is part of the x86_64 baseline.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    std::ptr::from_ref(slot).cast(),
-                )
-            };
+            crate::prefetch::prefetch(slot, 1);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = entry;
     }
 
     /// Whether `entry` is its slot's live entry.
