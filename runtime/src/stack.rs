@@ -239,6 +239,10 @@ impl std::fmt::Debug for StackPool {
 
 impl StackPool {
     pub(crate) fn new(size: usize) -> Self {
+        // Read the process-wide limits now, on the thread that builds the
+        // runtime: the first read opens /proc and maps a scratch page, which
+        // has no place in the timer thread's first tick or a worker's loop.
+        let _ = shared_pool_ceiling();
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         StackPool {
             id: NEXT_ID.fetch_add(1, Relaxed),
