@@ -531,7 +531,8 @@ pub(crate) fn block(g: &TaskGroup, t: TaskRef, node: &WaitNode) {
     }
     if let Some(deadline) = node.deadline {
         let node_ptr = NodePtr(node);
-        let armed = timer().schedule(deadline, move || {
+        let (lines, len) = t.wake_lines();
+        let armed = timer().schedule_prefetching(deadline, lines, len, move || {
             let np = node_ptr;
             on_timeout(np.0)
         });

@@ -250,18 +250,34 @@ pub(crate) struct InterruptState {
 
 /// Everything the runtime knows about one task. See the module docs for who
 /// owns which field.
+///
+/// Laid out by hand (`repr(C)`, on its own cache lines): the fields that
+/// ending a wait touches (the wait node, the sleep butex, and the queue link,
+/// home and runtime the wake-up needs) come first, in three lines that the
+/// timer thread prefetches before it runs a timed-out wait's callback
+/// ([`wake_lines`](Self::wake_lines)). A burst of a hundred thousand sleeps
+/// ending together otherwise costs a cache miss on each of them per task.
+#[repr(C, align(64))]
 pub(crate) struct TaskMeta {
-    slot: u32,
-    /// Bumped each time the slot is freed; the high half of [`TaskId`].
-    version: AtomicU32,
-    /// Owners still holding the slot: the task and its JoinHandle.
-    refs: AtomicU32,
     /// The link of whichever queue holds the task.
     next: AtomicPtr<TaskMeta>,
     /// The worker the task is pinned to once it has run (`NO_HOME` before).
     home: AtomicUsize,
     /// The runtime the task belongs to.
     pub(crate) shared: UnsafeCell<*const Shared>,
+    /// What `sleep` waits on: nobody wakes it but the timer and interrupts.
+    pub(crate) sleep: Butex,
+    /// The node of the task's current wait (a task waits on one butex at a
+    /// time); see [`begin_wait`](Self::begin_wait).
+    wait_node: UnsafeCell<MaybeUninit<WaitNode>>,
+    // End of the wake lines.
+    slot: u32,
+    /// Bumped each time the slot is freed; the high half of [`TaskId`].
+    version: AtomicU32,
+    /// Owners still holding the slot: the task and its JoinHandle.
+    refs: AtomicU32,
+    /// The task's `errno`, saved while it is switched out.
+    pub(crate) errno: UnsafeCell<i32>,
     pub(crate) coro: UnsafeCell<Option<Coro>>,
     /// A never-run task's body, when it is bound to a stack at first run.
     pub(crate) body: UnsafeCell<PendingBody>,
@@ -275,18 +291,11 @@ pub(crate) struct TaskMeta {
     pub(crate) result: UnsafeCell<ResultSlot>,
     /// 0 while the task runs, 1 once its result is stored.
     pub(crate) join: Butex,
-    /// What `sleep` waits on: nobody wakes it but the timer and interrupts.
-    pub(crate) sleep: Butex,
-    /// The node of the task's current wait (a task waits on one butex at a
-    /// time); see [`begin_wait`](Self::begin_wait).
-    wait_node: UnsafeCell<MaybeUninit<WaitNode>>,
-    /// Set by `stop`; never cleared while the task lives.
-    pub(crate) stopped: AtomicBool,
     pub(crate) lock: Mutex<InterruptState>,
-    /// The task's `errno`, saved while it is switched out.
-    pub(crate) errno: UnsafeCell<i32>,
     /// The earliest deadline of the enclosing `with_deadline` scopes.
     pub(crate) deadline: UnsafeCell<Option<std::time::Instant>>,
+    /// Set by `stop`; never cleared while the task lives.
+    pub(crate) stopped: AtomicBool,
     /// Debug builds check that a task is queued at most once at a time, so
     /// that a double wake-up (which would resume a stack twice) fails loudly
     /// where it happens.
@@ -343,6 +352,15 @@ impl TaskMeta {
             #[cfg(debug_assertions)]
             in_wait: AtomicBool::new(false),
         }
+    }
+
+    /// The bytes that ending this task's wait touches first: the fields
+    /// before `slot` (see the type's docs). A hint for the timer thread.
+    pub(crate) fn wake_lines(&self) -> (*const u8, usize) {
+        (
+            (self as *const TaskMeta).cast(),
+            std::mem::offset_of!(TaskMeta, slot),
+        )
     }
 
     /// Makes `node` the task's wait node and returns it. It lives in the

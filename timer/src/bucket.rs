@@ -189,6 +189,7 @@ fn compact(entries: &mut Vec<Entry>, table: &SlotTable) {
 mod tests {
     use super::*;
     use crate::callback::Callback;
+    use crate::slot::PrefetchHint;
 
     #[test]
     fn push_reports_a_new_earliest_deadline() {
@@ -236,7 +237,7 @@ mod tests {
         let b = Bucket::new();
         // One live timer rescheduled 100 000 times: each reschedule leaves
         // the previous entry stale.
-        let (v, mut stamp) = slot.arm(0, Callback::once(|| {}));
+        let (v, mut stamp) = slot.arm(0, Callback::once(|| {}), PrefetchHint::NONE);
         for i in 0..100_000u64 {
             b.push(
                 Entry {

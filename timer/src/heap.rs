@@ -154,6 +154,7 @@ impl TimerHeap {
 mod tests {
     use super::*;
     use crate::callback::Callback;
+    use crate::slot::PrefetchHint;
 
     #[test]
     fn pops_in_deadline_order() {
@@ -174,7 +175,7 @@ mod tests {
         let table = SlotTable::new();
         table.grow(0);
         let live = table.get(7).unwrap();
-        let (_, stamp) = live.arm(0, Callback::once(|| {}));
+        let (_, stamp) = live.arm(0, Callback::once(|| {}), PrefetchHint::NONE);
         let mut h = TimerHeap::new();
         h.push(Entry {
             deadline: 10,

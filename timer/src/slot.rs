@@ -224,6 +224,40 @@ pub(crate) struct Slot {
     /// `version << 32 | stamp`; see the module docs.
     state: AtomicU64,
     payload: UnsafeCell<Payload>,
+    /// What the callback reads first, as a [`PrefetchHint`]: the timer thread
+    /// loads it while the callback before this one runs. Read outside the
+    /// state protocol (a stale hint only prefetches the wrong lines), so a
+    /// plain std atomic, which loom need not model.
+    hint: std::sync::atomic::AtomicUsize,
+}
+
+/// Cache lines a callback reads first, packed in one word: the address of
+/// the first line, with the number of lines (1 to 63) in the low six bits
+/// that a line's address leaves zero. 0 means none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PrefetchHint(usize);
+
+impl PrefetchHint {
+    pub(crate) const NONE: PrefetchHint = PrefetchHint(0);
+
+    /// The lines that hold the `len` bytes at `data` (at most 63 lines).
+    pub(crate) fn new(data: *const u8, len: usize) -> Self {
+        let addr = data as usize;
+        if addr == 0 || len == 0 {
+            return Self::NONE;
+        }
+        let first = addr & !63;
+        let lines = (addr - first).saturating_add(len).div_ceil(64).min(63);
+        PrefetchHint(first | lines)
+    }
+
+    /// Starts loading the lines.
+    #[inline]
+    pub(crate) fn prefetch(self) {
+        if self.0 != 0 {
+            crate::prefetch::prefetch((self.0 & !63) as *const u8, (self.0 & 63) * 64);
+        }
+    }
 }
 
 // SAFETY: the payload is accessed only by its current holder, as the state
@@ -240,6 +274,7 @@ impl Slot {
                 period: 0,
                 callback: Callback::empty(),
             }),
+            hint: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -247,7 +282,7 @@ impl Slot {
     /// payload, then publishes the next generation. Returns its version and
     /// the stamp of the entry the caller must push.
     #[inline]
-    pub(crate) fn arm(&self, period: u64, callback: Callback) -> (u32, u32) {
+    pub(crate) fn arm(&self, period: u64, callback: Callback, hint: PrefetchHint) -> (u32, u32) {
         // The slot came from the pool, whose synchronization ordered its last
         // `IDLE` store before this load.
         let s = State(self.state.load(Ordering::Relaxed));
@@ -263,6 +298,8 @@ impl Slot {
             debug_assert!(p.callback.is_empty());
             p.callback = callback;
         });
+        self.hint
+            .store(hint.0, std::sync::atomic::Ordering::Relaxed);
         // IDLE (v - 2) -> ARMED (v): the next generation.
         let armed = State::new(s.version().wrapping_add(2), s.stamp().wrapping_add(1));
         // Release: whoever wins the slot next (timer thread or canceller)
@@ -516,6 +553,15 @@ impl SlotTable {
         }
     }
 
+    /// Starts loading what the callback of `entry`'s slot reads first (its
+    /// [`PrefetchHint`]). The slot itself should be in cache already.
+    #[inline]
+    pub(crate) fn prefetch_target(&self, entry: &Entry) {
+        if let Some(slot) = self.get(entry.slot) {
+            PrefetchHint(slot.hint.load(std::sync::atomic::Ordering::Relaxed)).prefetch();
+        }
+    }
+
     /// Whether `entry` is its slot's live entry.
     #[inline]
     pub(crate) fn is_live(&self, entry: &Entry) -> bool {
@@ -554,6 +600,22 @@ impl Drop for SlotTable {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn a_prefetch_hint_names_the_lines_of_its_bytes() {
+        let hint = |addr: usize, len| PrefetchHint::new(addr as *const u8, len).0;
+        assert_eq!(hint(0x1000, 144), 0x1000 | 3);
+        assert_eq!(hint(0x1000, 1), 0x1000 | 1);
+        assert_eq!(hint(0x1010, 64), 0x1000 | 2, "straddles two lines");
+        assert_eq!(hint(0x103f, 1), 0x1000 | 1);
+        assert_eq!(hint(0x1000, usize::MAX), 0x1000 | 63, "at most 63 lines");
+        assert_eq!(PrefetchHint::new(std::ptr::null(), 64), PrefetchHint::NONE);
+        assert_eq!(hint(0x1000, 0), PrefetchHint::NONE.0);
+        // Prefetching any of them reads nothing and cannot fault.
+        for h in [hint(0x1000, 144), hint(8, usize::MAX), 0] {
+            PrefetchHint(h).prefetch();
+        }
+    }
 
     #[test]
     fn entries_are_16_bytes_and_slots_a_cache_line() {
@@ -604,7 +666,7 @@ mod tests {
         let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
 
         // arm -> cancel: Removed once, then NotFound.
-        let (v, stamp) = slot.arm(0, Callback::once(|| {}));
+        let (v, stamp) = slot.arm(0, Callback::once(|| {}), PrefetchHint::NONE);
         assert_eq!((v, stamp), (4, 1));
         assert!(slot.is_live(stamp));
         assert!(matches!(slot.cancel(v), Cancel::Removed(_)));
@@ -623,6 +685,7 @@ mod tests {
             Callback::once(move || {
                 h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }),
+            PrefetchHint::NONE,
         );
         assert_eq!(v, 8);
         assert_eq!(slot.start(stamp), Some(v));
@@ -637,7 +700,7 @@ mod tests {
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
 
         // reschedule: the old entry dies, the new one lives.
-        let (v, stamp) = slot.arm(5, Callback::periodic(|| {}));
+        let (v, stamp) = slot.arm(5, Callback::periodic(|| {}), PrefetchHint::NONE);
         let stamp2 = slot.restamp(v).unwrap();
         assert!(!slot.is_live(stamp) && slot.is_live(stamp2));
         assert_eq!(slot.start(stamp), None);

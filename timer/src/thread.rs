@@ -87,7 +87,7 @@ use crate::callback::Callback;
 use crate::clock::{self, NEVER};
 use crate::heap::TimerHeap;
 use crate::pool::{self, SlotPool};
-use crate::slot::{Cancel, Entry, Slot, TimerId};
+use crate::slot::{Cancel, Entry, PrefetchHint, Slot, TimerId};
 use crate::stats::{TimerCounters, TimerStats};
 use crate::sync::{lock, thread, AtomicBool, AtomicU64, Futex, Mutex, Ordering};
 use std::any::Any;
@@ -420,7 +420,41 @@ impl TimerThread {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.arm(clock::deadline_ns(deadline), 0, Callback::once(f))
+        self.arm(
+            clock::deadline_ns(deadline),
+            0,
+            Callback::once(f),
+            PrefetchHint::NONE,
+        )
+    }
+
+    /// [`schedule`](Self::schedule), for a callback that starts by reading
+    /// the `len` bytes at `data` (at most 63 cache lines of them count).
+    /// When many timers are due together, the timer thread starts loading
+    /// those bytes into its cache while the callback before this one runs,
+    /// as it does for its own bookkeeping: with a hundred thousand sleeping
+    /// tasks woken in a burst, the cache misses on what each callback
+    /// touches were a third of the timer thread's time.
+    ///
+    /// `data` is only a hint: it is never read through, so any address is
+    /// safe, and a wrong one costs only the prefetch.
+    #[inline]
+    pub fn schedule_prefetching<F>(
+        &self,
+        deadline: Instant,
+        data: *const u8,
+        len: usize,
+        f: F,
+    ) -> Result<TimerId, TimerError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.arm(
+            clock::deadline_ns(deadline),
+            0,
+            Callback::once(f),
+            PrefetchHint::new(data, len),
+        )
     }
 
     /// Runs `f` at `first`, then every `period` until cancelled.
@@ -442,18 +476,29 @@ impl TimerThread {
         if period == 0 {
             return Err(TimerError::InvalidPeriod);
         }
-        self.arm(clock::deadline_ns(first), period, Callback::periodic(f))
+        self.arm(
+            clock::deadline_ns(first),
+            period,
+            Callback::periodic(f),
+            PrefetchHint::NONE,
+        )
     }
 
     #[inline]
-    fn arm(&self, deadline: u64, period: u64, callback: Callback) -> Result<TimerId, TimerError> {
+    fn arm(
+        &self,
+        deadline: u64,
+        period: u64,
+        callback: Callback,
+        hint: PrefetchHint,
+    ) -> Result<TimerId, TimerError> {
         // A fast refusal; the bucket's flag, read under its lock, decides.
         if self.shared.stopped.load(Ordering::Relaxed) {
             return Err(TimerError::Stopped);
         }
         let index = pool::alloc(&self.pool).map_err(|_| TimerError::Exhausted)?;
         let slot = self.slot(index);
-        let (version, stamp) = slot.arm(period, callback);
+        let (version, stamp) = slot.arm(period, callback, hint);
         let entry = Entry {
             deadline,
             slot: index,
@@ -799,9 +844,15 @@ impl Runner {
             }
             self.heap.pop();
             // The slots of the next tops (the new top, and the one after it,
-            // which is one of its children) load while this callback runs.
-            for next in self.heap.next_tops() {
+            // which is one of its children) load while this callback runs,
+            // and so does what the new top's callback reads first (its slot
+            // was loaded during the callback before this one).
+            if let Some((next, after)) = self.heap.next_tops().split_first() {
+                self.pool.table.prefetch_target(next);
                 self.pool.table.prefetch(next);
+                for e in after {
+                    self.pool.table.prefetch(e);
+                }
             }
             self.run_entry(top);
         }

@@ -51,6 +51,44 @@ fn timers_fire_in_deadline_order() {
 }
 
 #[test]
+fn prefetching_timers_fire_in_deadline_order_whatever_their_hint() {
+    let timer = timer();
+    let gate = block_timer_thread(&timer);
+    let buffer = [0u8; 256];
+    // Hints of every kind: none, real memory, memory long gone, an address
+    // that maps nothing, a length past the 63 lines that count.
+    let hints: [(*const u8, usize); 5] = [
+        (std::ptr::null(), 0),
+        (buffer.as_ptr(), buffer.len()),
+        (Box::into_raw(Box::new([0u8; 64])).cast::<u8>(), 64),
+        (0xdead_beef as *const u8, 192),
+        (8 as *const u8, usize::MAX),
+    ];
+    let n = 100;
+    let base = ago(ms(1));
+    let order = Arc::new(Mutex::new(Vec::new()));
+    for i in shuffled(n, 7) {
+        let order = order.clone();
+        let deadline = base + Duration::from_micros(20 * i as u64);
+        let (data, len) = hints[i % hints.len()];
+        timer
+            .schedule_prefetching(deadline, data, len, move || order.lock().unwrap().push(i))
+            .unwrap();
+    }
+    drop(gate);
+    wait_for("every timer", || order.lock().unwrap().len() == n);
+    let order = order.lock().unwrap();
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "fired out of deadline order: {order:?}"
+    );
+    // The boxed hint's memory, freed only now that nothing can read it
+    // (nothing ever did: a hint is only prefetched).
+    // SAFETY: made by `Box::into_raw` above, freed once.
+    drop(unsafe { Box::from_raw(hints[2].0.cast_mut().cast::<[u8; 64]>()) });
+}
+
+#[test]
 fn a_deadline_in_the_past_fires_at_once() {
     let timer = timer();
     let (tx, rx) = mpsc::channel();
