@@ -217,11 +217,15 @@ unsafe fn claim(list: &mut WaitList, node: &WaitNode, outcome: u32) -> Option<Wa
     }
     // SAFETY: the caller holds the lock and `node` is linked.
     unsafe { list.unlink(node) };
-    node.outcome.store(outcome, Ordering::Release);
-    Some(match &node.waiter {
+    // Read the waiter before the outcome is published: a plain thread polls
+    // its outcome without the lock and, once it sees it, returns and frees
+    // the node (its stack frame), so the outcome store is the last touch.
+    let wake = match &node.waiter {
         Waiter::Task(t) => Wake::Task(*t),
         Waiter::Thread(th) => Wake::Thread(th.clone()),
-    })
+    };
+    node.outcome.store(outcome, Ordering::Release);
+    Some(wake)
 }
 
 /// Queues a started task that was blocked: on this worker's ready list if
