@@ -843,13 +843,12 @@ impl Runner {
                 return Due::Stop;
             }
             self.heap.pop();
-            // The slots of the next tops (the new top, and the one after it,
-            // which is one of its children) load while this callback runs,
-            // and so does what the new top's callback reads first (its slot
-            // was loaded during the callback before this one).
+            // What the new top's callback reads first loads while this
+            // callback runs (reading the hint loads the new top's slot, which
+            // was prefetched during the callback before this one), and so do
+            // the slots of its children, one of which is the top after it.
             if let Some((next, after)) = self.heap.next_tops().split_first() {
                 self.pool.table.prefetch_target(next);
-                self.pool.table.prefetch(next);
                 for e in after {
                     self.pool.table.prefetch(e);
                 }

@@ -25,21 +25,22 @@ fn block_timer_thread(timer: &TimerThread) -> mpsc::Sender<()> {
     gate_tx
 }
 
-#[test]
-fn timers_fire_in_deadline_order() {
-    let timer = timer();
-    let gate = block_timer_thread(&timer);
-    // Deadlines 20 µs apart, from 1 ms in the past to 3 ms ahead, scheduled
-    // in shuffled order while the timer thread is busy.
-    let n = 200;
+/// Arms `n` timers with deadlines 20 µs apart, from 1 ms in the past on,
+/// in shuffled order while the timer thread is busy (`arm(deadline, i, f)`
+/// arms the `i`th), then checks that they fired in deadline order.
+fn assert_fired_in_deadline_order(
+    timer: &TimerThread,
+    n: usize,
+    seed: u64,
+    arm: impl Fn(Instant, usize, Box<dyn FnOnce() + Send>),
+) {
+    let gate = block_timer_thread(timer);
     let base = ago(ms(1));
     let order = Arc::new(Mutex::new(Vec::new()));
-    for i in shuffled(n, 42) {
+    for i in shuffled(n, seed) {
         let order = order.clone();
         let deadline = base + Duration::from_micros(20 * i as u64);
-        timer
-            .schedule(deadline, move || order.lock().unwrap().push(i))
-            .unwrap();
+        arm(deadline, i, Box::new(move || order.lock().unwrap().push(i)));
     }
     drop(gate);
     wait_for("every timer", || order.lock().unwrap().len() == n);
@@ -51,41 +52,37 @@ fn timers_fire_in_deadline_order() {
 }
 
 #[test]
+fn timers_fire_in_deadline_order() {
+    let timer = timer();
+    assert_fired_in_deadline_order(&timer, 200, 42, |deadline, _, f| {
+        timer.schedule(deadline, f).unwrap();
+    });
+}
+
+#[test]
 fn prefetching_timers_fire_in_deadline_order_whatever_their_hint() {
     let timer = timer();
-    let gate = block_timer_thread(&timer);
     let buffer = [0u8; 256];
-    // Hints of every kind: none, real memory, memory long gone, an address
-    // that maps nothing, a length past the 63 lines that count.
+    // Memory long gone: a hint is never read through.
+    let freed = {
+        let gone = vec![0u8; 64];
+        let at = gone.as_ptr();
+        drop(gone);
+        at
+    };
+    // Hints of every kind: none, real memory, freed memory, an address that
+    // maps nothing, a length past the 63 lines that count.
     let hints: [(*const u8, usize); 5] = [
         (std::ptr::null(), 0),
         (buffer.as_ptr(), buffer.len()),
-        (Box::into_raw(Box::new([0u8; 64])).cast::<u8>(), 64),
+        (freed, 64),
         (0xdead_beef as *const u8, 192),
         (8 as *const u8, usize::MAX),
     ];
-    let n = 100;
-    let base = ago(ms(1));
-    let order = Arc::new(Mutex::new(Vec::new()));
-    for i in shuffled(n, 7) {
-        let order = order.clone();
-        let deadline = base + Duration::from_micros(20 * i as u64);
+    assert_fired_in_deadline_order(&timer, 100, 7, |deadline, i, f| {
         let (data, len) = hints[i % hints.len()];
-        timer
-            .schedule_prefetching(deadline, data, len, move || order.lock().unwrap().push(i))
-            .unwrap();
-    }
-    drop(gate);
-    wait_for("every timer", || order.lock().unwrap().len() == n);
-    let order = order.lock().unwrap();
-    assert!(
-        order.windows(2).all(|w| w[0] < w[1]),
-        "fired out of deadline order: {order:?}"
-    );
-    // The boxed hint's memory, freed only now that nothing can read it
-    // (nothing ever did: a hint is only prefetched).
-    // SAFETY: made by `Box::into_raw` above, freed once.
-    drop(unsafe { Box::from_raw(hints[2].0.cast_mut().cast::<[u8; 64]>()) });
+        timer.schedule_prefetching(deadline, data, len, f).unwrap();
+    });
 }
 
 #[test]
