@@ -2,7 +2,18 @@
 //! against tokio, may and plain threads, two workers each.
 //!
 //! - `sleep_lateness/{1ms,100us}`: one sleeper at a time on an otherwise
-//!   idle runtime; per sleep, how late it woke (actual - requested).
+//!   idle runtime; per sleep, how late it woke (actual - requested). The
+//!   `spin (floor)` case never sleeps: it reads the clock in a loop until
+//!   the deadline, so its lateness is only the time the machine took the
+//!   CPU away (on a VM, the host descheduling the vCPU). No sleep can beat
+//!   it on the same machine in the same run.
+//! - `sleep_lateness_paired/{1ms,100us}`: spindle and std sleeps taken in
+//!   short blocks, each between two runs of the spin floor. A block is
+//!   quiet if the host neither took a spinning CPU away (no spin late by
+//!   more than 20 µs) nor was slow to wake a sleeping thread (no std sleep
+//!   late by more than 200 µs: its 50 µs timer slack plus a VM's wake-up).
+//!   The percentiles are printed over all blocks and over the quiet ones,
+//!   so that a tail the host caused can be told from one spindle caused.
 //! - `interrupt_latency`: a task sleeping 10 s is woken from a plain thread;
 //!   from just before the wake call to the sleeper running again. For
 //!   spindle also with the sleeper's worker kept busy by a yielding task,
@@ -131,6 +142,23 @@ fn std_lateness(d: Duration, n: u64) -> Vec<i64> {
         .collect()
 }
 
+/// The floor of `sleep_lateness`: a plain thread that spins on the clock
+/// until the deadline instead of sleeping.
+fn spin_lateness(d: Duration, n: u64) -> Vec<i64> {
+    (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            let deadline = start + d;
+            let mut now = start;
+            while now < deadline {
+                std::hint::spin_loop();
+                now = Instant::now();
+            }
+            lateness(start, now, d)
+        })
+        .collect()
+}
+
 fn sleep_lateness(c: &mut Criterion, p: &Peers) {
     for (label, d) in [
         ("1ms", Duration::from_millis(1)),
@@ -142,15 +170,138 @@ fn sleep_lateness(c: &mut Criterion, p: &Peers) {
             .sample_size(10)
             .warm_up_time(Duration::from_millis(200))
             .measurement_time(Duration::from_millis(1500));
-        let cases: [(&str, Sampler); 4] = [
+        let cases: [(&str, Sampler); 5] = [
             ("spindle", Box::new(|n| spindle_lateness(&p.spindle, d, n))),
             ("tokio", Box::new(|n| tokio_lateness(&p.tokio, d, n))),
             ("may", Box::new(move |n| may_lateness(d, n))),
             ("std", Box::new(move |n| std_lateness(d, n))),
+            ("spin (floor)", Box::new(move |n| spin_lateness(d, n))),
         ];
         for (peer, f) in cases {
             latency_case(&mut g, &name, peer, f);
         }
+        g.finish();
+    }
+}
+
+// ----------------------------------------------------- sleep_lateness_paired
+
+/// Sleeps of each peer in one block of `sleep_lateness_paired` (and spins in
+/// each of its two floor brackets).
+const BLOCK: u64 = 25;
+/// A block is quiet if no spin of its floor brackets was later than this...
+const QUIET_SPIN: Duration = Duration::from_micros(20);
+/// ...and no std sleep in it was later than this.
+const QUIET_SLEEP: Duration = Duration::from_micros(200);
+
+/// One block: the spindle and std sleeps, and the spin floor around them.
+struct Block {
+    floor: Vec<i64>,
+    spindle: Vec<i64>,
+    std: Vec<i64>,
+}
+
+impl Block {
+    fn take(rt: &spindle::Runtime, d: Duration) -> Block {
+        let mut floor = spin_lateness(d, BLOCK);
+        let spindle = spindle_lateness(rt, d, BLOCK);
+        let std = std_lateness(d, BLOCK);
+        floor.extend(spin_lateness(d, BLOCK));
+        Block {
+            floor,
+            spindle,
+            std,
+        }
+    }
+
+    /// Whether the host left the CPUs alone around this block, and woke
+    /// sleeping threads on time in it.
+    fn quiet(&self) -> bool {
+        let at_most = |l: &[i64], d: Duration| {
+            let d = i64::try_from(d.as_nanos()).expect("a few µs fit");
+            l.iter().all(|&l| l <= d)
+        };
+        at_most(&self.floor, QUIET_SPIN) && at_most(&self.std, QUIET_SLEEP)
+    }
+}
+
+/// The samples of `sleep_lateness_paired`, over all blocks and over the
+/// quiet ones.
+#[derive(Default)]
+struct Paired {
+    blocks: usize,
+    quiet_blocks: usize,
+    floor: Latencies,
+    spindle: Latencies,
+    std: Latencies,
+    quiet_spindle: Latencies,
+    quiet_std: Latencies,
+}
+
+impl Paired {
+    fn add(&mut self, b: &Block) {
+        self.blocks += 1;
+        self.floor.extend(&b.floor);
+        self.spindle.extend(&b.spindle);
+        self.std.extend(&b.std);
+        if b.quiet() {
+            self.quiet_blocks += 1;
+            self.quiet_spindle.extend(&b.spindle);
+            self.quiet_std.extend(&b.std);
+        }
+    }
+
+    fn print(&self, group: &str) {
+        if self.blocks == 0 {
+            return; // filtered out
+        }
+        eprintln!(
+            "[{group}] {} blocks of {BLOCK} sleeps each, {} quiet \
+             (no floor spin > {QUIET_SPIN:?}, no std sleep > {QUIET_SLEEP:?})",
+            self.blocks, self.quiet_blocks
+        );
+        let rows = [
+            ("floor, all", &self.floor),
+            ("spindle, all", &self.spindle),
+            ("std, all", &self.std),
+            ("spindle, quiet", &self.quiet_spindle),
+            ("std, quiet", &self.quiet_std),
+        ];
+        for (what, l) in rows {
+            if let Some(s) = l.summary() {
+                eprintln!("[{group}/{what}] {s}");
+            }
+        }
+    }
+}
+
+fn sleep_lateness_paired(c: &mut Criterion, p: &Peers) {
+    for (label, d) in [
+        ("1ms", Duration::from_millis(1)),
+        ("100us", Duration::from_micros(100)),
+    ] {
+        let name = format!("sleep_lateness_paired/{label}");
+        let mut g = c.benchmark_group(&name);
+        g.sampling_mode(SamplingMode::Flat)
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(200))
+            .measurement_time(Duration::from_secs(8));
+        let mut all = Paired::default();
+        // An iteration is a block; criterion gets the spindle sleeps' mean
+        // lateness per iteration (their sum over `BLOCK`), so that its
+        // "time" reads as in `latency_case`.
+        g.bench_function("spindle vs std", |b| {
+            b.iter_custom(|blocks| {
+                let mut spindle = Vec::new();
+                for _ in 0..blocks {
+                    let block = Block::take(&p.spindle, d);
+                    all.add(&block);
+                    spindle.extend(block.spindle);
+                }
+                total(&spindle) / BLOCK as u32
+            })
+        });
+        all.print(&name);
         g.finish();
     }
 }
@@ -757,6 +908,7 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     let peers = Peers::new(true);
     sleep_lateness(&mut c, &peers);
+    sleep_lateness_paired(&mut c, &peers);
     interrupt_latency(&mut c, &peers);
     pingpong_butex(&mut c, &peers);
     deadline_churn(&mut c, &peers);
