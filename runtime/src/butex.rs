@@ -241,10 +241,11 @@ pub(crate) fn make_ready(t: TaskRef) {
 }
 
 fn shared_of(t: TaskRef) -> &'static crate::control::Shared {
-    // SAFETY: set at spawn, read-only while the task lives; the runtime's
-    // shared state outlives its started tasks: workers hold an Arc while
+    // SAFETY: set at spawn, read-only while the task lives. The runtime's
+    // shared state outlives its blocked tasks: workers hold an Arc while
     // they run, and one that stops with tasks still blocked leaks its Arc
-    // (`TaskGroup::run`).
+    // (`TaskGroup::run`). Our caller won `t`'s wait, so `t` is blocked until
+    // it is queued; from the push on, `push_remote` keeps the state alive.
     unsafe { &**t.shared.get() }
 }
 
@@ -612,7 +613,9 @@ pub(crate) fn interrupt_locked(st: &mut crate::meta::InterruptState) -> Option<T
     // SAFETY: `waiting` is set while the task is blocked on that node and
     // cleared (under this lock, which we hold) before the node goes away.
     let node = unsafe { st.waiting.as_ref() }?;
-    // SAFETY: the node's butex outlives the node.
+    // SAFETY: `waiting` is non-null only while the waiter is inside
+    // `wait`, which borrows the butex; it clears `waiting` under this lock
+    // before it returns, so the butex is alive while we hold the lock.
     let butex = unsafe { &*node.butex };
     let mut list = butex.lock();
     // SAFETY: under the lock; `node` is alive (see above).

@@ -13,7 +13,10 @@ use crate::meta::TaskRef;
 use crate::queue::RemoteQueue;
 use crate::stack::StackPool;
 use crossbeam_deque::{Injector, Stealer};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+    Ordering::SeqCst,
+};
 
 use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -52,6 +55,8 @@ impl GroupStats {
 pub(crate) struct GroupShared {
     /// Tasks pushed by other threads: wake-ups of tasks pinned here.
     pub(crate) remote: RemoteQueue,
+    /// Calls of [`Shared::push_remote`] to this worker still under way.
+    pub(crate) wakers: AtomicUsize,
     /// The thief end of the worker's deque of never-run tasks.
     pub(crate) stealer: Stealer<TaskRef>,
     /// The task this worker spawned last (never run; see `group.rs`).
@@ -110,13 +115,94 @@ impl Shared {
 
     /// Pushes a started task onto its home worker's remote queue and wakes
     /// that worker if it sleeps.
+    ///
+    /// The caller need not hold the runtime (the timer thread, a plain
+    /// thread unlocking a mutex): the blocked task keeps it alive until the
+    /// push (a runtime stopped with blocked tasks is never freed), but from
+    /// the push on, the task may run, end, and the runtime be dropped while
+    /// this call still has the wake-up to make. So `wakers` counts the call
+    /// from before the push to its last touch of `self`, and dropping
+    /// `Shared` waits until no call is under way.
     pub(crate) fn push_remote(&self, task: TaskRef) {
         let home = task.home();
         let g = self
             .group(home)
             .expect("a started task's home worker exists");
+        // Relaxed: the push below releases it to whoever takes the task, and
+        // so to the drop that follows (through the worker's exit and join).
+        g.wakers.fetch_add(1, Relaxed);
         task.enqueued();
         g.remote.push(task);
         self.idle.notify_worker(home);
+        // Release: the drop that reads 0 comes after our last touch of it.
+        g.wakers.fetch_sub(1, Release);
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // A wake-up may still be on its way out of `push_remote` after the
+        // task it queued has run and ended: let it finish (a few
+        // instructions, unless its thread was preempted there).
+        for g in self.groups.iter().filter_map(OnceLock::get) {
+            while g.wakers.load(Acquire) != 0 {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// A loom model of the `wakers` handshake of [`Shared::push_remote`]: a
+/// waker may still be touching the shared state after the task it queued
+/// has been taken and its worker has exited, and the state's drop must come
+/// after that touch. The cell stands for what `notify_worker` reads; the
+/// flag for the remote queue (a release push, an acquire take).
+#[cfg(all(test, loom))]
+mod tests {
+    use loom::cell::UnsafeCell;
+    use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+    use loom::sync::Arc;
+    use loom::thread;
+
+    #[derive(Default)]
+    struct State {
+        wakers: AtomicUsize,
+        queued: AtomicBool,
+        idle: UnsafeCell<u32>,
+    }
+
+    #[test]
+    fn loom_the_drop_waits_for_a_waker_on_its_way_out() {
+        loom::model(|| {
+            let s = Arc::new(State::default());
+            let waker = {
+                let s = s.clone();
+                thread::spawn(move || {
+                    s.wakers.fetch_add(1, Relaxed);
+                    s.queued.store(true, Release);
+                    // SAFETY (of the model): loom checks this read against
+                    // the drop's write below.
+                    s.idle.with(|v| unsafe { v.read() });
+                    s.wakers.fetch_sub(1, Release);
+                })
+            };
+            let worker = {
+                let s = s.clone();
+                thread::spawn(move || {
+                    // Takes the task, runs it to its end, exits.
+                    while !s.queued.load(Acquire) {
+                        thread::yield_now();
+                    }
+                })
+            };
+            worker.join().expect("the worker does not panic");
+            // `Drop for Shared`, once the last worker is joined.
+            while s.wakers.load(Acquire) != 0 {
+                thread::yield_now();
+            }
+            // SAFETY (of the model): the write that freeing stands for.
+            s.idle.with_mut(|v| unsafe { v.write(0) });
+            waker.join().expect("the waker does not panic");
+        });
     }
 }

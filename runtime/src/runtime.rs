@@ -257,6 +257,7 @@ impl Runtime {
             let fresh = Worker::new_fifo();
             let gs = GroupShared {
                 remote: crate::queue::RemoteQueue::new(),
+                wakers: std::sync::atomic::AtomicUsize::new(0),
                 stealer: fresh.stealer(),
                 lifo: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
                 stats: GroupStats::default(),
