@@ -648,11 +648,11 @@ impl TaskGroup {
         // SAFETY: the worker owns the queued task's coroutine. Dropping a
         // started coroutine unwinds its stack on this, its home, thread.
         let coro = unsafe { (*t.coro.get()).take() };
-        drop(coro);
+        drop_cancelled(t, coro);
         // A never-run task may hold a body and a reserved stack instead.
         // SAFETY: as above.
         let (body, reserved) = unsafe { ((*t.body.get()).take(), (*t.reserved.get()).take()) };
-        drop(body);
+        drop_cancelled(t, body);
         if let Some(stack) = reserved {
             self.shared.stacks.give(
                 self.shared.stacks.default_size(),
@@ -663,6 +663,22 @@ impl TaskGroup {
         self.current.set(None);
         crate::task::complete(t, crate::task::CANCELLED);
         meta::table().release(t, Some(&mut self.slots.borrow_mut()));
+    }
+}
+
+/// Drops what a cancelled task held (its coroutine, or its body's
+/// captures). A `Drop` that panics must not take the worker down with it,
+/// nor leak what the cancel does next: it is reported, and the worker goes
+/// on.
+fn drop_cancelled<V>(t: TaskRef, held: V) {
+    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(held))) {
+        tracing::warn!(
+            task = %t.id(),
+            panic = crate::error::panic_message(&*p),
+            "dropping a cancelled task's captures panicked"
+        );
+        // Its payload's own drop could panic again.
+        std::mem::forget(p);
     }
 }
 

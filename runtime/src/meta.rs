@@ -26,7 +26,7 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::mem::{self, MaybeUninit};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// A task's coroutine: resumed with `()`, suspends with a [`Suspend`] reason.
@@ -289,6 +289,8 @@ pub(crate) struct TaskMeta {
     pub(crate) guard: UnsafeCell<(usize, usize)>,
     pub(crate) name: UnsafeCell<Option<String>>,
     pub(crate) result: UnsafeCell<ResultSlot>,
+    /// Who drops the result: `task::RESULT_*`.
+    pub(crate) result_state: AtomicU8,
     /// 0 while the task runs, 1 once its result is stored.
     pub(crate) join: Butex,
     pub(crate) lock: Mutex<InterruptState>,
@@ -337,6 +339,7 @@ impl TaskMeta {
             guard: UnsafeCell::new((0, 0)),
             name: UnsafeCell::new(None),
             result: UnsafeCell::new(ResultSlot::empty()),
+            result_state: AtomicU8::new(crate::task::RESULT_OPEN),
             join: Butex::new(0),
             sleep: Butex::new(0),
             wait_node: UnsafeCell::new(MaybeUninit::uninit()),
@@ -627,6 +630,8 @@ impl TaskTable {
             t.version.fetch_add(1, Ordering::Release);
         }
         t.stopped.store(false, Ordering::Relaxed);
+        t.result_state
+            .store(crate::task::RESULT_OPEN, Ordering::Relaxed);
         t.join.value().store(0, Ordering::Relaxed);
         t.home.store(NO_HOME, Ordering::Relaxed);
         match cache {

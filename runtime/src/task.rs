@@ -28,6 +28,22 @@ pub(crate) const RUNNING: u32 = 0;
 pub(crate) const FINISHED: u32 = 1;
 pub(crate) const CANCELLED: u32 = 2;
 
+// Who drops a task's result (`TaskMeta::result_state`). The result must be
+// dropped by the task itself or by its handle's owner, never by the worker
+// that frees the slot last: there a `Drop` that panics would kill the
+// worker, and one that waits (a spindle `Mutex`, a join) would block it
+// outside any task. The task ends its body with OPEN -> STORED; a handle
+// dropped unjoined moves OPEN -> DETACHED. Whichever comes second drops the
+// result, in its own context.
+/// Neither the result nor a detach yet.
+pub(crate) const RESULT_OPEN: u8 = 0;
+/// The result is stored for the handle.
+pub(crate) const RESULT_STORED: u8 = 1;
+/// The handle is gone: the task drops its result itself.
+pub(crate) const RESULT_DETACHED: u8 = 2;
+/// `join` took the result.
+pub(crate) const RESULT_TAKEN: u8 = 3;
+
 /// Publishes the end of `t` (its result is stored, or it was cancelled) and
 /// wakes its joiners.
 pub(crate) fn complete(t: TaskRef, how: u32) {
@@ -107,9 +123,39 @@ where
         let name = unsafe { (*t.name.get()).as_deref() }.unwrap_or("<unnamed>");
         tracing::debug!(task = %t.id(), name, panic = crate::error::panic_message(&**p), "task panicked");
     }
-    // SAFETY: the running task owns its result slot until it completes; the
-    // joiner reads it only after `complete` publishes FINISHED.
+    // SAFETY: the running task owns its result slot until it publishes
+    // STORED below (or, detached, for good); the joiner reads it only after
+    // `complete` publishes FINISHED, which comes after.
     unsafe { (*t.result.get()).put::<std::thread::Result<T>>(result) };
+    // Release: a handle that finds STORED finds the result.
+    if t.result_state
+        .compare_exchange(
+            RESULT_OPEN,
+            RESULT_STORED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_err()
+    {
+        // Detached: nobody will read it. Drop it here, as this task.
+        // SAFETY: stored just above, and no handle reads a detached result.
+        let result = unsafe { (*t.result.get()).take::<std::thread::Result<T>>() };
+        drop_unread(t, result);
+    }
+}
+
+/// Drops a detached task's result. A `Drop` that panics is reported, not
+/// propagated: the task's body is over, and the panic has nowhere to go.
+fn drop_unread<T>(t: TaskRef, result: std::thread::Result<T>) {
+    if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| drop(result))) {
+        tracing::warn!(
+            task = %t.id(),
+            panic = crate::error::panic_message(&*p),
+            "dropping a detached task's result panicked"
+        );
+        // Its payload's own drop could panic again.
+        std::mem::forget(p);
+    }
 }
 
 /// Allocates a slot and reserves a stack; keeps the body for the first run
@@ -304,6 +350,10 @@ impl<T> JoinHandle<T> {
                     // `thread::Result<T>`; we own the handle, so we are the
                     // only reader.
                     let r = unsafe { (*self.task.result.get()).take::<std::thread::Result<T>>() };
+                    // Only this handle touches the state after STORED.
+                    self.task
+                        .result_state
+                        .store(RESULT_TAKEN, Ordering::Relaxed);
                     return r.map_err(JoinError::Panicked);
                 }
                 _ => return Err(JoinError::Cancelled),
@@ -319,10 +369,30 @@ impl<T> JoinHandle<T> {
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
+        // Detach. If the task has stored its result, nobody will read it:
+        // drop it here, on the handle owner's thread (after the release, so
+        // that a `Drop` that panics leaks nothing); else the task drops it
+        // itself (see `RESULT_OPEN`).
+        let unread = match self.task.result_state.compare_exchange(
+            RESULT_OPEN,
+            RESULT_DETACHED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: STORED was published after the task wrote a
+            // `thread::Result<T>`, which it no longer touches; this handle
+            // is its only reader, and `join` (which would have taken it)
+            // marks TAKEN.
+            Err(RESULT_STORED) => {
+                Some(unsafe { (*self.task.result.get()).take::<std::thread::Result<T>>() })
+            }
+            _ => None,
+        };
         match group::current_group() {
             Some(g) => meta::table().release(self.task, Some(&mut g.slots.borrow_mut())),
             None => meta::with_thread_slots(|c| meta::table().release(self.task, c)),
         }
+        drop(unread);
     }
 }
 

@@ -363,6 +363,107 @@ fn dropping_a_handle_detaches_the_task() {
     }
 }
 
+/// Where a task's result was dropped: in which task, if any, and on which
+/// OS thread.
+type DroppedIn = (Option<TaskId>, std::thread::ThreadId);
+
+/// A result that reports where it is dropped, after a wait (a sleep: a
+/// suspension inside a task, an OS sleep outside), and may then panic.
+struct ReportsDrop {
+    to: std::sync::mpsc::Sender<DroppedIn>,
+    panics: bool,
+}
+
+impl Drop for ReportsDrop {
+    fn drop(&mut self) {
+        spindle::sleep(Duration::from_millis(1)).expect("nothing interrupts it");
+        let _ = self.to.send((spindle::current(), os_thread()));
+        if self.panics {
+            panic!("a result that panics when dropped");
+        }
+    }
+}
+
+/// A task whose handle is gone drops its own result, as itself: never the
+/// worker, outside any task, where a `Drop` that panicked killed the worker
+/// and one that waited blocked its thread. (Found by review: the worker
+/// that freed the slot dropped it.)
+#[test]
+fn a_detached_task_drops_its_own_result_even_one_that_panics() {
+    let rt = rt(1);
+    let (tx, rx) = std::sync::mpsc::channel();
+    for panics in [false, true] {
+        let gate = Arc::new(spindle::Butex::new(0));
+        let (g, to) = (gate.clone(), tx.clone());
+        let h = rt.spawn(move || {
+            while g.value().load(Ordering::SeqCst) == 0 {
+                let _ = g.wait(0, None);
+            }
+            ReportsDrop { to, panics }
+        });
+        let id = h.id();
+        drop(h); // detached before it ends
+        gate.value().store(1, Ordering::SeqCst);
+        gate.wake_all();
+        let (task, _) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the result is dropped");
+        assert_eq!(task, Some(id), "dropped by the task itself");
+    }
+    // The worker outlived the panicking drop: it still runs tasks.
+    let (tx, rx) = std::sync::mpsc::channel();
+    drop(rt.spawn(move || tx.send(()).unwrap()));
+    let alive = rx.recv_timeout(Duration::from_secs(30)).is_ok();
+    if !alive {
+        std::mem::forget(rt); // its worker is gone: dropping would hang
+    }
+    assert!(alive, "the worker died with the result's panic");
+}
+
+/// A finished task's unread result is dropped by whoever drops its handle,
+/// on that thread; and racing the two ends drops each result exactly once,
+/// never on a worker outside a task.
+#[test]
+fn an_unread_result_is_dropped_once_by_the_task_or_the_handle_owner() {
+    let rt = rt(2);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let to = tx.clone();
+    let h = rt.spawn(move || ReportsDrop { to, panics: false });
+    while !h.is_finished() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(h);
+    assert_eq!(
+        rx.try_recv(),
+        Ok((None, os_thread())),
+        "dropped with the handle"
+    );
+
+    let main = os_thread();
+    let n = if cfg!(debug_assertions) { 300 } else { 2000 };
+    for i in 0..n {
+        let to = tx.clone();
+        let h = rt.spawn(move || ReportsDrop { to, panics: false });
+        // Drop the handle at varying points of the task's run.
+        for _ in 0..(i % 50) * 20 {
+            std::hint::spin_loop();
+        }
+        drop(h);
+    }
+    for _ in 0..n {
+        let (task, thread) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("every result is dropped");
+        assert!(
+            task.is_some() || thread == main,
+            "a result was dropped on a worker outside any task"
+        );
+    }
+    rt.shutdown();
+    drop(tx);
+    assert!(rx.recv().is_err(), "no result dropped twice");
+}
+
 #[test]
 fn is_finished_reports_the_end() {
     let rt = rt(1);
