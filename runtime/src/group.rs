@@ -131,9 +131,6 @@ pub(crate) struct TaskGroup {
     /// The sleep of this worker's tasks that ends first, as far as the
     /// worker knows (see [`DueSleep`]).
     next_sleep: Cell<Option<DueSleep>>,
-    /// Set by `steal` when the victim still had stealable work after the
-    /// steal: a searcher that found work then wakes another (`found_work`).
-    victim_has_more: Cell<bool>,
     /// Tasks that started on this worker and have not ended. Those still
     /// blocked when the worker stops keep the runtime's shared state alive
     /// (see `run`).
@@ -180,7 +177,6 @@ impl TaskGroup {
             tick: Cell::new(0),
             next: Cell::new(None),
             next_sleep: Cell::new(None),
-            victim_has_more: Cell::new(false),
             started: Cell::new(0),
         }
     }
@@ -280,10 +276,9 @@ impl TaskGroup {
             if let Some(t) = task {
                 if searching {
                     searching = false;
-                    let more = self.victim_has_more.take()
-                        || !self.fresh.is_empty()
-                        || !self.shared.injector.is_empty();
-                    self.shared.idle.found_work(self.index, more);
+                    self.shared
+                        .idle
+                        .found_work(self.index, || self.stealable_in_sight());
                 }
                 self.run_task(t);
             } else if !searching {
@@ -394,7 +389,6 @@ impl TaskGroup {
                 match g.stealer.steal_batch_and_pop(&self.fresh) {
                     Steal::Success(t) => {
                         GroupStats::bump(&self.me().stats.steals);
-                        self.note_victim(g);
                         return Some(t);
                     }
                     Steal::Retry => continue,
@@ -404,7 +398,6 @@ impl TaskGroup {
             if lifo {
                 if let Some(t) = Self::take_lifo(g) {
                     GroupStats::bump(&self.me().stats.steals);
-                    self.note_victim(g);
                     return Some(t);
                 }
             }
@@ -412,17 +405,24 @@ impl TaskGroup {
         None
     }
 
-    /// Remembers whether a worker we just stole from still has stealable
-    /// work (a batch steal leaves a short deque's last task behind, and the
-    /// LIFO slot is not part of the deque).
-    fn note_victim(&self, g: &GroupShared) {
-        self.victim_has_more
-            .set(!g.stealer.is_empty() || !g.lifo.load(Relaxed).is_null());
+    /// Whether stealable work is left for another worker: this worker's
+    /// own never-run tasks (with the rest of a batch it just stole), the
+    /// injector, or any other worker's deque or LIFO slot. Looked at when
+    /// the last searcher stops searching (`Idle::found_work`), so every
+    /// worker's is read: a spawn on any of them may have skipped its wake-up
+    /// because of this searcher. O(workers), once per search that found
+    /// work.
+    fn stealable_in_sight(&self) -> bool {
+        !self.fresh.is_empty()
+            || !self.shared.injector.is_empty()
+            || (0..self.shared.worker_count())
+                .filter(|&i| i != self.index)
+                .filter_map(|i| self.shared.group(i))
+                .any(|g| !g.stealer.is_empty() || !g.lifo.load(Relaxed).is_null())
     }
 
     /// Spins, then parks, until work or the stop arrives.
     fn search(&self, searching: &mut bool) -> Option<TaskRef> {
-        self.victim_has_more.set(false);
         let start = Instant::now();
         let mut round = 0u32;
         loop {
@@ -481,6 +481,7 @@ impl TaskGroup {
             searching,
             || self.shared.stopping.load(Relaxed),
             || self.next_local().or_else(|| self.steal(true)),
+            || self.stealable_in_sight(),
             until,
         );
         if slept {

@@ -98,9 +98,22 @@ impl Idle {
     /// somebody was searching, is still spread. (Without `more`, every wake
     /// of a parked worker for one pinned task would wake a second worker
     /// for nothing.)
-    pub(crate) fn found_work(&self, me: usize, more: bool) {
-        if self.searching.fetch_sub(1, SeqCst) == 1 && more {
-            self.notify_work(me);
+    pub(crate) fn found_work(&self, me: usize, more: impl FnOnce() -> bool) {
+        let last = self.searching.fetch_sub(1, SeqCst) == 1;
+        self.after_last_searcher(me, last, more);
+    }
+
+    /// Once the last searcher has stopped searching: `more` looks for
+    /// stealable work, and if it sees some, a parked worker is woken. The
+    /// look comes after the decrement and a fence, the other half of a
+    /// producer's push, fence, read of `searching`: a producer that skipped
+    /// its wake-up because it saw a searcher pushed before `more` looks.
+    fn after_last_searcher(&self, me: usize, last: bool, more: impl FnOnce() -> bool) {
+        if last {
+            fence(SeqCst);
+            if more() {
+                self.notify_work(me);
+            }
         }
     }
 
@@ -165,7 +178,8 @@ impl Idle {
 
     /// Parks worker `me` on its lot unless `last_look` finds work (which is
     /// then returned) or `stopping` says the runtime stops; `until` bounds
-    /// the sleep. `searching` says whether the worker is a searcher; the
+    /// the sleep. `more` is `found_work`'s, for when the last look finds
+    /// work. `searching` says whether the worker is a searcher; the
     /// worker gives that up to park, and comes back a searcher if a producer
     /// picked it (see the module docs). Returns whether the worker actually
     /// slept, and the work found.
@@ -175,6 +189,7 @@ impl Idle {
         searching: &mut bool,
         stopping: impl Fn() -> bool,
         last_look: impl FnOnce() -> Option<T>,
+        more: impl Fn() -> bool,
         until: Option<std::time::Instant>,
     ) -> (bool, Option<T>) {
         let lot = &self.lots[Self::lot_of(me)];
@@ -182,12 +197,17 @@ impl Idle {
         let lot_state = lot.state();
         self.states[me].store(PARKED, Relaxed);
         self.parked.fetch_add(1, SeqCst);
+        let mut last = false;
         if *searching {
             *searching = false;
-            self.searching.fetch_sub(1, SeqCst);
+            last = self.searching.fetch_sub(1, SeqCst) == 1;
         }
         fence(SeqCst);
         let found = last_look();
+        if found.is_some() {
+            // Leaving with work as the last searcher: as in `found_work`.
+            self.after_last_searcher(me, last, &more);
+        }
         let slept = found.is_none() && !stopping();
         if slept {
             lot.wait_until(lot_state, until);
@@ -235,6 +255,9 @@ mod tests {
         fn push(&self, t: u32) {
             self.0.swap(t, loom::sync::atomic::Ordering::Release);
         }
+        fn is_empty(&self) -> bool {
+            self.0.load(loom::sync::atomic::Ordering::Relaxed) == 0
+        }
         fn pop(&self) -> Option<u32> {
             match self.0.swap(0, loom::sync::atomic::Ordering::Acquire) {
                 0 => None,
@@ -256,7 +279,13 @@ mod tests {
         workers: [W; 2],
         done: AtomicUsize,
         stopping: AtomicBool,
+        /// Whether a task other than [`LONG`] has run.
+        other_ran: (loom::sync::Mutex<bool>, loom::sync::Condvar),
     }
+
+    /// A task that runs until another task has run: its worker is busy
+    /// while the other waits to be picked up by a parked worker.
+    const LONG: u32 = 100;
 
     /// The worker loop of `TaskGroup::run`, with task handles for tasks and
     /// no spinning: look, else park.
@@ -275,16 +304,35 @@ mod tests {
             if rt.stopping.load(SeqCst) {
                 break;
             }
+            let more = || !rt.stealable.is_empty() || !rt.stealable2.is_empty();
             let task = look().or_else(|| {
                 rt.idle
-                    .park(me, &mut searching, || rt.stopping.load(SeqCst), look, None)
+                    .park(
+                        me,
+                        &mut searching,
+                        || rt.stopping.load(SeqCst),
+                        look,
+                        more,
+                        None,
+                    )
                     .1
             });
             match task {
                 Some(t) => {
                     if searching {
                         searching = false;
-                        rt.idle.found_work(me, true);
+                        rt.idle.found_work(me, more);
+                    }
+                    if t == LONG {
+                        // Runs until the other task has run.
+                        let (m, cv) = &rt.other_ran;
+                        let mut ran = m.lock().unwrap();
+                        while !*ran {
+                            ran = cv.wait(ran).unwrap();
+                        }
+                    } else {
+                        *rt.other_ran.0.lock().unwrap() = true;
+                        rt.other_ran.1.notify_all();
                     }
                     ran.push(t);
                     if rt.done.fetch_add(1, SeqCst) + 1 == total {
@@ -323,6 +371,7 @@ mod tests {
             ],
             done: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
+            other_ran: Default::default(),
         })
     }
 
@@ -387,6 +436,30 @@ mod tests {
             let mut ran: Vec<u32> = ws.into_iter().flat_map(|w| w.join().unwrap()).collect();
             ran.sort();
             assert_eq!(ran, [7, 8]);
+        });
+    }
+
+    /// A searcher takes a task that runs until a second one has run, while
+    /// the second one's producer skips its wake-up because it sees that
+    /// searcher: the searcher, the last one, sees the second task once it
+    /// stops searching and wakes the parked worker for it. (Found by
+    /// review: it looked for more work before it stopped searching, and
+    /// the second task waited on the busy worker's queue.)
+    #[test]
+    fn loom_the_last_searcher_wakes_a_worker_for_work_left_behind() {
+        model(|| {
+            let rt = runtime();
+            let ws = start_workers(&rt, 2);
+            let other = producer(&rt, |rt| {
+                rt.stealable2.push(8);
+                rt.idle.notify_work(1);
+            });
+            rt.stealable.push(LONG);
+            rt.idle.notify_work(0);
+            other.join().unwrap();
+            let mut ran: Vec<u32> = ws.into_iter().flat_map(|w| w.join().unwrap()).collect();
+            ran.sort();
+            assert_eq!(ran, [8, LONG]);
         });
     }
 
