@@ -45,24 +45,23 @@ static mut PREVIOUS_BUS: MaybeUninit<libc::sigaction> = MaybeUninit::uninit();
 /// thread has an alternate signal stack to run it on.
 pub(crate) fn install() {
     INSTALL.call_once(|| {
-        // SAFETY: sigaction with a valid handler and flags; the previous
-        // actions are stored once, before any handler can read them (the
-        // handler is installed by the same calls, after they are written).
+        // SAFETY: sigaction with a valid handler and flags. The previous
+        // actions are read and stored first, and only then is the handler
+        // installed: a fault on another thread in between must not find
+        // them unwritten (installing and reading the old action in one call
+        // installs first).
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = handler as *const () as usize;
             sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
             libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(
-                libc::SIGSEGV,
-                &sa,
-                (&raw mut PREVIOUS_SEGV).cast::<libc::sigaction>(),
-            );
-            libc::sigaction(
-                libc::SIGBUS,
-                &sa,
-                (&raw mut PREVIOUS_BUS).cast::<libc::sigaction>(),
-            );
+            for (sig, previous) in [
+                (libc::SIGSEGV, &raw mut PREVIOUS_SEGV),
+                (libc::SIGBUS, &raw mut PREVIOUS_BUS),
+            ] {
+                libc::sigaction(sig, std::ptr::null(), previous.cast::<libc::sigaction>());
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
+            }
         }
     });
     ensure_altstack();

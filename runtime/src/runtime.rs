@@ -263,15 +263,18 @@ impl Runtime {
                 stats: GroupStats::default(),
                 running: std::sync::atomic::AtomicU64::new(0),
             };
-            if shared.groups[i].set(gs).is_err() {
-                unreachable!("worker {i} registered twice");
-            }
-            shared.idle.add_worker();
             let sh = shared.clone();
             let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
+            // The worker is registered only once its thread exists, so that
+            // a failed spawn leaves nothing half-made for the next call; the
+            // thread waits for that before it starts.
+            let (registered, wait_registered) = std::sync::mpsc::channel::<()>();
             let h = std::thread::Builder::new()
                 .name(format!("{}-{i}", shared.config.thread_name))
                 .spawn(move || {
+                    if wait_registered.recv().is_err() {
+                        return; // never registered
+                    }
                     if let Some(c) = core {
                         if !core_affinity::set_for_current(c) {
                             tracing::warn!(worker = i, core = c.id, "cannot pin worker");
@@ -282,6 +285,11 @@ impl Runtime {
                     g.run();
                     tracing::info!(worker = i, "worker stopped");
                 })?;
+            if shared.groups[i].set(gs).is_err() {
+                unreachable!("worker {i} registered twice");
+            }
+            shared.idle.add_worker();
+            registered.send(()).expect("the new worker waits for this");
             threads.push(h);
             shared.workers.store(i + 1, Ordering::SeqCst);
         }

@@ -98,10 +98,12 @@ pub fn usleep(micros: u64) -> Result<(), SleepError> {
 /// runs others, and the shared timer thread queues the task again at the
 /// deadline. On a plain thread this is an OS sleep.
 ///
-/// A deadline in the past yields. Errors: `Stopped` at once, every time, once
-/// the task is stopped; `Interrupted` if interrupted (or an interrupt was
-/// pending); `DeadlineExceeded` when an enclosing scope's deadline comes
-/// first.
+/// A deadline in the past yields (as bthread's `usleep(0)`: it neither
+/// fails with nor consumes a pending interrupt, which ends the next sleep
+/// that blocks). Errors: `Stopped` at once, every time, once the task is
+/// stopped; `Interrupted` if interrupted while asleep (or an interrupt was
+/// pending when it began); `DeadlineExceeded` when an enclosing scope's
+/// deadline comes first.
 pub fn sleep_until(deadline: Instant) -> Result<(), SleepError> {
     sleep_inner(Some(deadline))
 }

@@ -65,7 +65,9 @@
 //! Callbacks run on the timer thread, one at a time: a slow callback delays
 //! every other timer. Keep them short (the spindle runtime's callback only
 //! moves a task to a run queue). They may schedule, reschedule and cancel
-//! timers, including their own. A panicking callback is caught, reported with
+//! timers, and cancel their own (a periodic timer's callback ends it that
+//! way); rescheduling their own fails with `NotPending`, since it is
+//! running. A panicking callback is caught, reported with
 //! `tracing` at error level and counted in [`TimerStats::panics`]; the
 //! thread carries on (a panicking periodic timer is not re-armed).
 

@@ -119,11 +119,15 @@ pub(crate) const NUM_SEGMENTS: usize = 3;
 /// The identity of a scheduled timer: `version << 32 | slot`.
 ///
 /// Ids are only meaningful to the [`TimerThread`](crate::TimerThread) that
-/// issued them. An id that is stale (the timer fired or was cancelled), forged
-/// or from another timer thread is answered with
+/// issued them. An id that is stale (the timer fired or was cancelled) or
+/// forged is answered with
 /// [`Unschedule::NotFound`](crate::Unschedule::NotFound) and never touches
 /// another timer, except in the one case no scheme can exclude: a forged id
-/// that happens to equal the id of a live timer *is* that timer's id.
+/// that happens to equal the id of a live timer *is* that timer's id. Ids
+/// carry no mark of their thread, and every thread's slots are numbered
+/// from 0, so an id taken to another `TimerThread` is such a forged id: it
+/// may well name one of that thread's timers. Keep ids with their thread
+/// (the spindle runtime uses the global one only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TimerId(u64);
 

@@ -111,7 +111,8 @@ pub struct TimerOptions {
     pub name: String,
     /// Timer slack of the timer thread (`prctl(PR_SET_TIMERSLACK)`): how late
     /// the kernel may make its timed sleeps to batch wake-ups. Default 1 ns,
-    /// the smallest (0 would mean "the default", 50 µs).
+    /// the smallest (0 would mean "the default", 50 µs). At most 1 s: more
+    /// would let the kernel hold back every timer by that much.
     pub timer_slack: Duration,
     /// Wake up this long before a deadline and busy-wait the rest, trading
     /// CPU for precision: waking from a timed futex wait takes tens of
@@ -141,6 +142,12 @@ impl TimerOptions {
                 self.num_buckets
             )));
         }
+        if self.timer_slack > MAX_TIMER_SLACK {
+            return Err(TimerError::InvalidOptions(format!(
+                "timer_slack must be at most {MAX_TIMER_SLACK:?}, got {:?}",
+                self.timer_slack
+            )));
+        }
         if self.name.contains('\0') {
             return Err(TimerError::InvalidOptions(
                 "the thread name must not contain a NUL byte".to_owned(),
@@ -149,6 +156,9 @@ impl TimerOptions {
         Ok(())
     }
 }
+
+/// The largest [`TimerOptions::timer_slack`].
+const MAX_TIMER_SLACK: Duration = Duration::from_secs(1);
 
 /// The answer of [`TimerThread::unschedule`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

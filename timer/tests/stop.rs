@@ -273,6 +273,14 @@ fn bad_options_are_errors_not_panics() {
         assert!(matches!(e, TimerError::InvalidOptions(_)));
         assert!(e.to_string().contains("num_buckets"), "{e}");
     }
+    for timer_slack in [Duration::from_millis(1001), Duration::MAX] {
+        let e = TimerThread::start(TimerOptions {
+            timer_slack,
+            ..TimerOptions::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("timer_slack"), "{e}");
+    }
     for num_buckets in [1, 1024] {
         let timer = TimerThread::start(TimerOptions {
             num_buckets,
