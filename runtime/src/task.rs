@@ -379,12 +379,13 @@ impl<T> Drop for JoinHandle<T> {
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
-            // SAFETY: STORED was published after the task wrote a
-            // `thread::Result<T>`, which it no longer touches; this handle
-            // is its only reader, and `join` (which would have taken it)
-            // marks TAKEN.
             Err(RESULT_STORED) => {
-                Some(unsafe { (*self.task.result.get()).take::<std::thread::Result<T>>() })
+                // SAFETY: STORED was published after the task wrote a
+                // `thread::Result<T>`, which it no longer touches; this
+                // handle is its only reader, and `join` (which would have
+                // taken it) marks TAKEN.
+                let r = unsafe { (*self.task.result.get()).take::<std::thread::Result<T>>() };
+                Some(r)
             }
             _ => None,
         };
