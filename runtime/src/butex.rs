@@ -430,9 +430,18 @@ impl Drop for Leave<'_> {
         // (or be cancelled); we run on that worker's thread.
         if let Some(id) = unsafe { *node.timer.get() } {
             if timer().unschedule(id) == Unschedule::Running {
-                // The callback holds a pointer to `node`: let it finish.
+                // The callback holds a pointer to `node`: let it finish. It
+                // is a few instructions from done, unless the timer thread
+                // was preempted there: then give it the CPU (on a machine
+                // of few cores, it may be waiting for ours).
+                let mut spins = 0u32;
                 while !node.timer_done.load(Ordering::Acquire) {
-                    std::hint::spin_loop();
+                    if spins < 100 {
+                        spins += 1;
+                        std::hint::spin_loop();
+                    } else {
+                        os_thread::yield_now();
+                    }
                 }
             }
         }
