@@ -6,9 +6,11 @@
 //!   `spin (floor)` case never sleeps: it reads the clock in a loop until
 //!   the deadline, so its lateness is only the time the machine took the
 //!   CPU away (on a VM, the host descheduling the vCPU). No sleep can beat
-//!   it on the same machine in the same run.
-//! - `sleep_lateness_paired/{1ms,100us}`: spindle and std sleeps taken in
-//!   short blocks, each between two runs of the spin floor. A block is
+//!   it on the same machine in the same run. `spindle (sleep_spin 1.1 ms)`
+//!   is spindle with workers that poll through their tasks' sleeps instead
+//!   of parking (`Builder::sleep_spin`): a core for precision.
+//! - `sleep_lateness_paired/{1ms,100us}`: spindle (default and polling)
+//!   and std sleeps taken in short blocks, each between two runs of the spin floor. A block is
 //!   quiet if the host neither took a spinning CPU away (no spin late by
 //!   more than 20 µs) nor was slow to wake a sleeping thread (no std sleep
 //!   late by more than 200 µs: its 50 µs timer slack plus a VM's wake-up).
@@ -142,6 +144,10 @@ fn std_lateness(d: Duration, n: u64) -> Vec<i64> {
         .collect()
 }
 
+/// `Builder::sleep_spin` for the polling spindle case of `sleep_lateness`:
+/// longer than the longest sleep measured.
+const POLL_THROUGH: Duration = Duration::from_micros(1100);
+
 /// The floor of `sleep_lateness`: a plain thread that spins on the clock
 /// until the deadline instead of sleeping.
 fn spin_lateness(d: Duration, n: u64) -> Vec<i64> {
@@ -160,6 +166,14 @@ fn spin_lateness(d: Duration, n: u64) -> Vec<i64> {
 }
 
 fn sleep_lateness(c: &mut Criterion, p: &Peers) {
+    // A spindle runtime whose workers poll through their tasks' sleeps
+    // instead of parking (`Builder::sleep_spin` longer than the sleep): CPU
+    // traded for precision, to set beside the floor.
+    let polling = spindle::Runtime::builder()
+        .workers(2)
+        .sleep_spin(POLL_THROUGH)
+        .build()
+        .expect("a polling spindle runtime");
     for (label, d) in [
         ("1ms", Duration::from_millis(1)),
         ("100us", Duration::from_micros(100)),
@@ -170,8 +184,12 @@ fn sleep_lateness(c: &mut Criterion, p: &Peers) {
             .sample_size(10)
             .warm_up_time(Duration::from_millis(200))
             .measurement_time(Duration::from_millis(1500));
-        let cases: [(&str, Sampler); 5] = [
+        let cases: [(&str, Sampler); 6] = [
             ("spindle", Box::new(|n| spindle_lateness(&p.spindle, d, n))),
+            (
+                "spindle (sleep_spin 1.1 ms)",
+                Box::new(|n| spindle_lateness(&polling, d, n)),
+            ),
             ("tokio", Box::new(|n| tokio_lateness(&p.tokio, d, n))),
             ("may", Box::new(move |n| may_lateness(d, n))),
             ("std", Box::new(move |n| std_lateness(d, n))),
@@ -194,22 +212,26 @@ const QUIET_SPIN: Duration = Duration::from_micros(20);
 /// ...and no std sleep in it was later than this.
 const QUIET_SLEEP: Duration = Duration::from_micros(200);
 
-/// One block: the spindle and std sleeps, and the spin floor around them.
+/// One block: the spindle (default and polling) and std sleeps, and the
+/// spin floor around them.
 struct Block {
     floor: Vec<i64>,
     spindle: Vec<i64>,
+    polling: Vec<i64>,
     std: Vec<i64>,
 }
 
 impl Block {
-    fn take(rt: &spindle::Runtime, d: Duration) -> Block {
+    fn take(rt: &spindle::Runtime, polling_rt: &spindle::Runtime, d: Duration) -> Block {
         let mut floor = spin_lateness(d, BLOCK);
         let spindle = spindle_lateness(rt, d, BLOCK);
+        let polling = spindle_lateness(polling_rt, d, BLOCK);
         let std = std_lateness(d, BLOCK);
         floor.extend(spin_lateness(d, BLOCK));
         Block {
             floor,
             spindle,
+            polling,
             std,
         }
     }
@@ -233,8 +255,10 @@ struct Paired {
     quiet_blocks: usize,
     floor: Latencies,
     spindle: Latencies,
+    polling: Latencies,
     std: Latencies,
     quiet_spindle: Latencies,
+    quiet_polling: Latencies,
     quiet_std: Latencies,
 }
 
@@ -243,10 +267,12 @@ impl Paired {
         self.blocks += 1;
         self.floor.extend(&b.floor);
         self.spindle.extend(&b.spindle);
+        self.polling.extend(&b.polling);
         self.std.extend(&b.std);
         if b.quiet() {
             self.quiet_blocks += 1;
             self.quiet_spindle.extend(&b.spindle);
+            self.quiet_polling.extend(&b.polling);
             self.quiet_std.extend(&b.std);
         }
     }
@@ -263,8 +289,10 @@ impl Paired {
         let rows = [
             ("floor, all", &self.floor),
             ("spindle, all", &self.spindle),
+            ("spindle polling, all", &self.polling),
             ("std, all", &self.std),
             ("spindle, quiet", &self.quiet_spindle),
+            ("spindle polling, quiet", &self.quiet_polling),
             ("std, quiet", &self.quiet_std),
         ];
         for (what, l) in rows {
@@ -276,6 +304,11 @@ impl Paired {
 }
 
 fn sleep_lateness_paired(c: &mut Criterion, p: &Peers) {
+    let polling = spindle::Runtime::builder()
+        .workers(2)
+        .sleep_spin(POLL_THROUGH)
+        .build()
+        .expect("a polling spindle runtime");
     for (label, d) in [
         ("1ms", Duration::from_millis(1)),
         ("100us", Duration::from_micros(100)),
@@ -294,7 +327,7 @@ fn sleep_lateness_paired(c: &mut Criterion, p: &Peers) {
             b.iter_custom(|blocks| {
                 let mut spindle = Vec::new();
                 for _ in 0..blocks {
-                    let block = Block::take(&p.spindle, d);
+                    let block = Block::take(&p.spindle, &polling, d);
                     all.add(&block);
                     spindle.extend(block.spindle);
                 }

@@ -30,6 +30,8 @@ pub(crate) struct Config {
     pub(crate) stack_size: usize,
     pub(crate) thread_name: String,
     pub(crate) pin_workers: bool,
+    /// `Builder::sleep_spin`.
+    pub(crate) sleep_spin: std::time::Duration,
 }
 
 /// Counters a worker writes and anyone reads. Only the owning worker writes

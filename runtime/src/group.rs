@@ -54,10 +54,12 @@ use std::time::{Duration, Instant};
 /// with its own new tasks still gets to them (tokio checks its global queue
 /// every 61 ticks).
 const REMOTE_TICK: u32 = 31;
-/// A worker whose own sleeping task is due within this long keeps looking for
-/// work instead of parking: waking a parked thread takes tens of µs on a VM
-/// (about 70 µs measured here), which would all be added to the sleep.
-const SLEEP_SPIN_AHEAD: Duration = Duration::from_micros(150);
+/// The default of `Builder::sleep_spin`: a worker whose own sleeping task is
+/// due within this long keeps looking for work instead of parking. Waking a
+/// parked thread takes tens of µs on a VM (a median of 55-60 µs measured
+/// here, with a tail of milliseconds when the host is busy), which would
+/// all be added to the sleep.
+pub(crate) const DEFAULT_SLEEP_SPIN: Duration = Duration::from_micros(150);
 /// Within this long of such a deadline the worker polls the clock without
 /// `pause`s between its looks: a round of them can last over a µs.
 const SLEEP_POLL_WINDOW: Duration = Duration::from_micros(10);
@@ -458,10 +460,11 @@ impl TaskGroup {
         // further off, park until shortly before it.
         let mut until = None;
         if let Some(s) = self.next_sleep.get() {
-            if Instant::now() + SLEEP_SPIN_AHEAD >= s.deadline {
+            let ahead = self.shared.config.sleep_spin;
+            if Instant::now() + ahead >= s.deadline {
                 return None;
             }
-            until = Some(s.deadline - SLEEP_SPIN_AHEAD);
+            until = Some(s.deadline - ahead);
         }
         // Nothing to run for a while: unmap a chunk of the pool's surplus
         // stacks, if it has some (stack.rs), then look again. A chunk takes

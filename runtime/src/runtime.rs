@@ -31,6 +31,9 @@ pub struct Runtime {
     pub(crate) shared: Arc<Shared>,
 }
 
+/// The longest `Builder::sleep_spin`: beyond it, parking is the point.
+const MAX_SLEEP_SPIN: Duration = Duration::from_millis(10);
+
 /// Configures a [`Runtime`].
 #[derive(Debug, Clone)]
 pub struct Builder {
@@ -39,6 +42,7 @@ pub struct Builder {
     pin_workers: bool,
     thread_name: String,
     stall_threshold: Duration,
+    sleep_spin: Duration,
 }
 
 impl Default for Builder {
@@ -49,6 +53,7 @@ impl Default for Builder {
             pin_workers: false,
             thread_name: "spindle-worker".into(),
             stall_threshold: watchdog::DEFAULT_STALL_THRESHOLD,
+            sleep_spin: crate::group::DEFAULT_SLEEP_SPIN,
         }
     }
 }
@@ -92,8 +97,26 @@ impl Builder {
         self
     }
 
+    /// How long before one of its tasks' sleeps is due an idle worker stops
+    /// parking and polls the clock instead (it still runs any work that
+    /// comes meanwhile). Default 150 µs, at most 10 ms.
+    ///
+    /// This trades CPU for precision. Waking a parked thread takes tens of
+    /// µs on a VM, and milliseconds now and then when the host is busy: a
+    /// sleep that ends while its worker is parked is late by that much. A
+    /// worker that polls instead is late by about a microsecond, but it
+    /// keeps a core busy for the whole spin. A `sleep_spin` longer than the
+    /// sleeps themselves (say 1.1 ms for 1 ms sleeps) keeps a worker with
+    /// sleeping tasks from ever parking: microsecond precision at the cost
+    /// of a core per such worker (`docs/benchmarks-sleep.md` measures
+    /// both).
+    pub fn sleep_spin(mut self, d: Duration) -> Self {
+        self.sleep_spin = d;
+        self
+    }
+
     /// Starts the runtime. Bad values (0 or too many workers, a stack size
-    /// out of range) are `InvalidInput` errors.
+    /// out of range, a `sleep_spin` over 10 ms) are `InvalidInput` errors.
     pub fn build(self) -> io::Result<Runtime> {
         let workers = match self.workers {
             Some(n) => n,
@@ -106,11 +129,21 @@ impl Builder {
             ));
         }
         let stack_size = stack::check_size(self.stack_size)?;
+        if self.sleep_spin > MAX_SLEEP_SPIN {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "sleep_spin of {:?} requested: must be at most {MAX_SLEEP_SPIN:?}",
+                    self.sleep_spin
+                ),
+            ));
+        }
         let rt = Runtime {
             shared: Arc::new(Shared::new(Config {
                 stack_size,
                 thread_name: self.thread_name,
                 pin_workers: self.pin_workers,
+                sleep_spin: self.sleep_spin,
             })),
         };
         rt.add_workers(workers)?;

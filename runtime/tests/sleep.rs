@@ -26,6 +26,71 @@ fn sleep_in_a_task_sleeps_and_lets_others_run() {
     });
 }
 
+/// A worker polling ahead of its task's sleep (a `sleep_spin` as long as
+/// the sleep itself) ends each sleep no earlier than its deadline, still
+/// runs the work that comes meanwhile, and an interrupt still ends a sleep.
+#[test]
+fn a_worker_spinning_ahead_of_a_sleep_runs_other_work_and_never_wakes_it_early() {
+    let spin = Duration::from_millis(10);
+    let rt = Runtime::builder()
+        .workers(1)
+        .sleep_spin(spin)
+        .build()
+        .unwrap();
+    rt.block_on(|| {
+        for _ in 0..20 {
+            let t = Instant::now();
+            spindle::sleep(Duration::from_millis(1)).unwrap();
+            assert!(t.elapsed() >= Duration::from_millis(1), "woke early");
+        }
+    });
+    // A task spawned from a plain thread while the only worker polls for a
+    // sleeper runs before the sleep ends (at least once in a few tries: a
+    // busy machine may hold the spawning thread back for the whole sleep).
+    let mut ran_during_the_sleep = 0;
+    for _ in 0..5 {
+        let asleep = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (a, d) = (asleep.clone(), done.clone());
+        let sleeper = rt.spawn(move || {
+            a.store(true, Ordering::SeqCst);
+            let t = Instant::now();
+            spindle::sleep(spin).unwrap();
+            d.store(true, Ordering::SeqCst);
+            t.elapsed()
+        });
+        while !asleep.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let d = done.clone();
+        let sleeper_was_done = rt.spawn(move || d.load(Ordering::SeqCst)).join();
+        if !sleeper_was_done.unwrap() {
+            ran_during_the_sleep += 1;
+        }
+        assert!(sleeper.join().unwrap() >= spin, "woke early");
+    }
+    assert!(
+        ran_during_the_sleep > 0,
+        "the polling worker ran no other work"
+    );
+    rt.block_on(|| {
+        let sleeper = spindle::spawn(|| spindle::sleep(Duration::from_secs(60)));
+        spindle::sleep(Duration::from_millis(2)).unwrap();
+        spindle::interrupt(sleeper.id()).unwrap();
+        assert_eq!(sleeper.join().unwrap(), Err(SleepError::Interrupted));
+    });
+}
+
+#[test]
+fn a_sleep_spin_over_10_ms_is_an_error() {
+    let e = Runtime::builder()
+        .sleep_spin(Duration::from_millis(11))
+        .build()
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("sleep_spin"), "{e}");
+}
+
 #[test]
 fn sleep_on_a_plain_thread_is_an_os_sleep() {
     let t = Instant::now();
