@@ -560,8 +560,9 @@ pub(crate) fn block(g: &TaskGroup, t: TaskRef, node: &WaitNode) {
                     g.note_sleep(deadline, node);
                 }
             }
-            // The timer thread is gone (process teardown): time out now
-            // rather than sleep forever.
+            // The timer thread is gone (process teardown), or no timer slot
+            // can be had (billions armed at once): time out now rather
+            // than sleep forever.
             Err(_) => on_timeout(node),
         }
     }
