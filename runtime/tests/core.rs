@@ -656,6 +656,34 @@ fn never_run_tasks_cancelled_at_shutdown_drop_their_captures() {
     assert_eq!(Arc::strong_count(&captured), 1, "every body was dropped");
 }
 
+/// A capture whose `Drop` panics, dropped when its never-run task is
+/// cancelled at shutdown, neither kills the worker nor stops the shutdown:
+/// the tasks queued after it are cancelled too and their captures dropped.
+#[test]
+fn a_cancelled_task_whose_capture_panics_in_drop_does_not_stop_the_shutdown() {
+    struct PanicsOnDrop;
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            panic!("a capture that panics when dropped");
+        }
+    }
+    let rt = rt(1);
+    let hog = hog(&rt);
+    let captured = Arc::new(7u64);
+    let mut waiting = Vec::new();
+    for _ in 0..10 {
+        let p = PanicsOnDrop;
+        waiting.push(rt.spawn(move || drop(p)));
+        let c = captured.clone();
+        waiting.push(rt.spawn(move || drop(c)));
+    }
+    shutdown_while_hogged(rt, hog);
+    for h in waiting {
+        assert!(matches!(h.join(), Err(spindle::JoinError::Cancelled)));
+    }
+    assert_eq!(Arc::strong_count(&captured), 1, "every body was dropped");
+}
+
 /// A never-run task's captures are dropped at shutdown on its worker's own
 /// stack, outside any task: a drop that blocks (here, a sleep) blocks the
 /// worker thread, as on a plain thread. (Found by review: it tried to
