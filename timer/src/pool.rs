@@ -63,9 +63,10 @@ struct FreeList {
 impl SlotPool {
     pub(crate) fn new() -> Self {
         static NEXT_ID: StdAtomicU64 = StdAtomicU64::new(1);
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         SlotPool {
-            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            table: SlotTable::new(),
+            id,
+            table: SlotTable::numbered(id),
             global: Mutex::new(FreeList {
                 free: Vec::new(),
                 segments: 0,

@@ -98,8 +98,9 @@ const IDLE: u32 = 2;
 /// Running, and an `unschedule` asked that it not be re-armed.
 const CANCELLING: u32 = 3;
 
-/// Version of a slot that has never been used: idle, so the first timer in
-/// it gets version 4 (and no valid id is ever 0).
+/// The lowest idle version: where the never-used slots of
+/// [`SlotTable::new`] start (their first timer gets version 4). The tables
+/// of timer threads start further on (`SlotTable::numbered`).
 const FIRST_IDLE_VERSION: u32 = IDLE;
 
 /// log2 of the number of slots in segment 0; segment `k` has twice as many
@@ -123,11 +124,12 @@ pub(crate) const NUM_SEGMENTS: usize = 3;
 /// forged is answered with
 /// [`Unschedule::NotFound`](crate::Unschedule::NotFound) and never touches
 /// another timer, except in the one case no scheme can exclude: a forged id
-/// that happens to equal the id of a live timer *is* that timer's id. Ids
-/// carry no mark of their thread, and every thread's slots are numbered
-/// from 0, so an id taken to another `TimerThread` is such a forged id: it
-/// may well name one of that thread's timers. Keep ids with their thread
-/// (the spindle runtime uses the global one only).
+/// that happens to equal the id of a live timer *is* that timer's id. An id
+/// taken to another `TimerThread` is such a forged id; each thread starts
+/// its slots' versions far apart from the others' (`SlotTable::numbered`),
+/// so that it matches none of that thread's timers unless one of them
+/// reused its slot hundreds of millions of times. Keep ids with their
+/// thread all the same (the spindle runtime uses the global one only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TimerId(u64);
 
@@ -271,9 +273,10 @@ impl PrefetchHint {
 unsafe impl Sync for Slot {}
 
 impl Slot {
-    fn new() -> Self {
+    fn new(first_version: u32) -> Self {
+        debug_assert_eq!(first_version % 4, IDLE, "a new slot is idle");
         Slot {
-            state: AtomicU64::new(State::new(FIRST_IDLE_VERSION, 0).0),
+            state: AtomicU64::new(State::new(first_version, 0).0),
             payload: UnsafeCell::new(Payload {
                 period: 0,
                 callback: Callback::empty(),
@@ -523,12 +526,29 @@ pub(crate) const fn segment_start(k: usize) -> u64 {
 #[derive(Debug)]
 pub(crate) struct SlotTable {
     segments: [AtomicPtr<Slot>; NUM_SEGMENTS],
+    /// The version every slot of this table starts idle at.
+    first_version: u32,
 }
 
 impl SlotTable {
+    /// A table whose slots start at the lowest idle version.
     pub(crate) fn new() -> Self {
+        Self::numbered(0)
+    }
+
+    /// The table of timer thread (pool) number `n`. Its slots start at a
+    /// version of their own, spread over the 2^30 generations by the golden
+    /// ratio, so that an id carried to another timer thread (which numbers
+    /// its slots from 0 too) names none of its timers: slot `i` of two
+    /// tables has the same version only after hundreds of millions of
+    /// reuses of it in one of them, not at the first.
+    pub(crate) fn numbered(n: u64) -> Self {
+        // 2^30 / phi, made odd: distinct tables for the first 2^30 pools.
+        const GOLDEN_30: u64 = 0x278D_DE6F;
+        let generation = (n.wrapping_mul(GOLDEN_30) & ((1 << 30) - 1)) as u32;
         SlotTable {
             segments: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            first_version: FIRST_IDLE_VERSION.wrapping_add(generation << 2),
         }
     }
 
@@ -576,7 +596,9 @@ impl SlotTable {
     /// once, in order) and returns the range of slot indices it adds.
     pub(crate) fn grow(&self, k: usize) -> std::ops::Range<u64> {
         assert!(k < NUM_SEGMENTS, "segment index out of range");
-        let segment: Box<[Slot]> = (0..segment_len(k)).map(|_| Slot::new()).collect();
+        let segment: Box<[Slot]> = (0..segment_len(k))
+            .map(|_| Slot::new(self.first_version))
+            .collect();
         let ptr = Box::into_raw(segment).cast::<Slot>();
         let previous = self.segments[k].swap(ptr, Ordering::Release);
         debug_assert!(previous.is_null(), "segment allocated twice");

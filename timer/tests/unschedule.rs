@@ -102,6 +102,29 @@ fn not_found_after_firing_and_for_forged_ids() {
 /// Timers at their deadline, cancelled by several threads at once: each
 /// timer ran or was removed, exactly one of the two, and a `Removed` timer
 /// never runs. `Running` means it ran.
+/// Ids taken to another timer thread name none of its timers: both threads
+/// number their slots from 0, but start their versions far apart. (Found by
+/// review: the first ids of two threads were equal, so one thread's id
+/// cancelled the other's timer.)
+#[test]
+fn ids_of_another_timer_thread_are_not_found() {
+    let far = Instant::now() + Duration::from_secs(3600);
+    let (a, b) = (timer(), timer());
+    let ids_a: Vec<TimerId> = (0..100).map(|_| a.schedule(far, || {}).unwrap()).collect();
+    let ids_b: Vec<TimerId> = (0..100).map(|_| b.schedule(far, || {}).unwrap()).collect();
+    for (&ia, &ib) in ids_a.iter().zip(&ids_b) {
+        assert_ne!(ia, ib);
+        assert_eq!(b.unschedule(ia), Unschedule::NotFound, "{ia}");
+        assert!(b.reschedule(ia, far).is_err(), "{ia}");
+    }
+    // Every timer of each thread is still its own to cancel.
+    for (t, ids) in [(&a, ids_a), (&b, ids_b)] {
+        for id in ids {
+            assert_eq!(t.unschedule(id), Unschedule::Removed, "{id}");
+        }
+    }
+}
+
 #[test]
 fn racing_unschedule_and_firing_is_exactly_once() {
     let timer = Arc::new(timer());
