@@ -672,18 +672,9 @@ impl TaskGroup {
 
 /// Drops what a cancelled task held (its coroutine, or its body's
 /// captures). A `Drop` that panics must not take the worker down with it,
-/// nor leak what the cancel does next: it is reported, and the worker goes
-/// on.
+/// nor leak what the cancel does next.
 fn drop_cancelled<V>(t: TaskRef, held: V) {
-    if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(held))) {
-        tracing::warn!(
-            task = %t.id(),
-            panic = crate::error::panic_message(&*p),
-            "dropping a cancelled task's captures panicked"
-        );
-        // Its payload's own drop could panic again.
-        std::mem::forget(p);
-    }
+    crate::task::drop_contained(t, "a cancelled task's captures", || false, held);
 }
 
 /// A stride coprime with `n`, so that `start + i * stride` visits every

@@ -189,7 +189,7 @@ impl Idle {
         searching: &mut bool,
         stopping: impl Fn() -> bool,
         last_look: impl FnOnce() -> Option<T>,
-        more: impl Fn() -> bool,
+        more: impl FnOnce() -> bool,
         until: Option<std::time::Instant>,
     ) -> (bool, Option<T>) {
         let lot = &self.lots[Self::lot_of(me)];
@@ -204,10 +204,6 @@ impl Idle {
         }
         fence(SeqCst);
         let found = last_look();
-        if found.is_some() {
-            // Leaving with work as the last searcher: as in `found_work`.
-            self.after_last_searcher(me, last, &more);
-        }
         let slept = found.is_none() && !stopping();
         if slept {
             lot.wait_until(lot_state, until);
@@ -217,6 +213,11 @@ impl Idle {
             *searching = true;
         }
         self.parked.fetch_sub(1, SeqCst);
+        if found.is_some() {
+            // Leaving with work as the last searcher: as in `found_work`
+            // (once awake, so that the wake-up is not for ourselves).
+            self.after_last_searcher(me, last, more);
+        }
         (slept, found)
     }
 

@@ -144,17 +144,58 @@ where
     }
 }
 
-/// Drops a detached task's result. A `Drop` that panics is reported, not
-/// propagated: the task's body is over, and the panic has nowhere to go.
+/// Drops a detached task's result, as the task. A `Drop` that panics is
+/// reported, not propagated: the body is over, and the panic has nowhere to
+/// go. (A `Drop` that waits may also meet the runtime's stop: the task is
+/// then unwound from inside it, which is no panic of the user's.)
 fn drop_unread<T>(t: TaskRef, result: std::thread::Result<T>) {
-    if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| drop(result))) {
-        tracing::warn!(
-            task = %t.id(),
-            panic = crate::error::panic_message(&*p),
-            "dropping a detached task's result panicked"
-        );
-        // Its payload's own drop could panic again.
-        std::mem::forget(p);
+    let cancelled =
+        || group::current_group().is_some_and(|g| g.shared.stopping.load(Ordering::Relaxed));
+    drop_contained(t, "a detached task's result", cancelled, result);
+}
+
+/// Drops `v`, which belongs to task `t`, where a panic has nowhere to go:
+/// a `Drop` that panics is reported (`what` says what was dropped; at debug
+/// level if `expected` says the unwind was the runtime's own), and the
+/// caller goes on.
+pub(crate) fn drop_contained<V>(t: TaskRef, what: &str, expected: impl FnOnce() -> bool, v: V) {
+    if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| drop(v))) {
+        let panic = crate::error::panic_message(&*p);
+        if expected() {
+            tracing::debug!(task = %t.id(), panic, "unwound while dropping {what}");
+        } else {
+            tracing::warn!(task = %t.id(), panic, "dropping {what} panicked");
+        }
+        // The payload's own `Drop` may panic in turn: contain that one too
+        // (and leak it).
+        if let Err(again) = panic::catch_unwind(AssertUnwindSafe(|| drop(p))) {
+            std::mem::forget(again);
+        }
+    }
+}
+
+/// A task body on its way into a coroutine built at spawn. If the
+/// coroutine is dropped before it ever runs (its task cancelled at
+/// shutdown), corosensei drops the body under a guard that aborts the
+/// process on a panic: so a `Drop` of its captures that panics is contained
+/// here.
+struct UnrunBody<B> {
+    t: TaskRef,
+    body: Option<B>,
+}
+
+impl<B: FnOnce(TaskRef, &TaskYielder)> UnrunBody<B> {
+    fn run(mut self, y: &TaskYielder) {
+        let body = self.body.take().expect("a body runs once");
+        body(self.t, y);
+    }
+}
+
+impl<B> Drop for UnrunBody<B> {
+    fn drop(&mut self) {
+        if let Some(body) = self.body.take() {
+            drop_contained(self.t, "a cancelled task's captures", || false, body);
+        }
     }
 }
 
@@ -262,7 +303,11 @@ where
     // corosensei's limit is the bottom of the mapping, whose first page is
     // the guard page.
     let limit = corosensei::stack::Stack::limit(&stack).get();
-    let entry = move |y: &TaskYielder, ()| body(t, y);
+    let body = UnrunBody {
+        t,
+        body: Some(body),
+    };
+    let entry = move |y: &TaskYielder, ()| body.run(y);
     // SAFETY: the caller promises that what `body` borrows outlives the
     // task; corosensei needs nothing else of a non-'static closure.
     let coro: Coro = unsafe { Coroutine::with_stack_unchecked(stack, entry) };

@@ -127,9 +127,10 @@ pub(crate) const NUM_SEGMENTS: usize = 3;
 /// that happens to equal the id of a live timer *is* that timer's id. An id
 /// taken to another `TimerThread` is such a forged id; each thread starts
 /// its slots' versions far apart from the others' (`SlotTable::numbered`),
-/// so that it matches none of that thread's timers unless one of them
-/// reused its slot hundreds of millions of times. Keep ids with their
-/// thread all the same (the spindle runtime uses the global one only).
+/// so that it matches none of that thread's timers unless one of the two
+/// threads reused that slot tens of thousands of times more than the
+/// other. Keep ids with their thread all the same (the spindle runtime uses
+/// the global one only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TimerId(u64);
 
@@ -542,8 +543,9 @@ impl SlotTable {
     /// version of their own, spread over the 2^30 generations by the golden
     /// ratio, so that an id carried to another timer thread (which numbers
     /// its slots from 0 too) names none of its timers: slot `i` of two
-    /// tables has the same version only after hundreds of millions of
-    /// reuses of it in one of them, not at the first.
+    /// tables has the same version only once one of them has reused it far
+    /// more often than the other (any two of the first 10 000 pools start
+    /// over 66 000 generations apart; pools 1 and 2, 400 million).
     pub(crate) fn numbered(n: u64) -> Self {
         // 2^30 / phi, made odd: distinct tables for the first 2^30 pools.
         const GOLDEN_30: u64 = 0x278D_DE6F;

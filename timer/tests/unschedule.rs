@@ -99,9 +99,6 @@ fn not_found_after_firing_and_for_forged_ids() {
     assert_eq!(timer.unschedule(live), Unschedule::Removed);
 }
 
-/// Timers at their deadline, cancelled by several threads at once: each
-/// timer ran or was removed, exactly one of the two, and a `Removed` timer
-/// never runs. `Running` means it ran.
 /// Ids taken to another timer thread name none of its timers: both threads
 /// number their slots from 0, but start their versions far apart. (Found by
 /// review: the first ids of two threads were equal, so one thread's id
@@ -125,6 +122,9 @@ fn ids_of_another_timer_thread_are_not_found() {
     }
 }
 
+/// Timers at their deadline, cancelled by several threads at once: each
+/// timer ran or was removed, exactly one of the two, and a `Removed` timer
+/// never runs. `Running` means it ran.
 #[test]
 fn racing_unschedule_and_firing_is_exactly_once() {
     let timer = Arc::new(timer());
