@@ -506,18 +506,8 @@ impl TaskGroup {
         let me = self.me();
         me.running.store(t.id().as_u64(), Relaxed);
         // SAFETY: errno is this thread's; the saved value is the task's own.
-        // The guard was written at binding, the size at spawn; both are
-        // read-only since.
-        unsafe {
-            *libc::__errno_location() = *t.errno.get();
-            let (guard_lo, guard_hi) = *t.guard.get();
-            overflow::set_running(Some(overflow::Running {
-                guard_lo,
-                guard_hi,
-                id: t.id().as_u64(),
-                stack_size: *t.stack_size.get(),
-            }));
-        }
+        unsafe { *libc::__errno_location() = *t.errno.get() };
+        report_overflows_of(t);
         // SAFETY: the running worker owns the coroutine of the task it runs:
         // the task is in no queue and no wait list while it runs.
         let coro = unsafe { (*t.coro.get()).as_mut() }.expect("a queued task has a coroutine");
@@ -649,10 +639,15 @@ impl TaskGroup {
         // task that has nothing to suspend. (A drop that waits for something
         // only a task of this stopped worker could do would wait for good.)
         self.current.set(started.then_some(t));
+        if started {
+            // Its unwind runs on its stack: an overflow there is its own.
+            report_overflows_of(t);
+        }
         // SAFETY: the worker owns the queued task's coroutine. Dropping a
         // started coroutine unwinds its stack on this, its home, thread.
         let coro = unsafe { (*t.coro.get()).take() };
         drop_cancelled(t, coro);
+        overflow::set_running(None);
         // A never-run task may hold a body and a reserved stack instead.
         // SAFETY: as above.
         let (body, reserved) = unsafe { ((*t.body.get()).take(), (*t.reserved.get()).take()) };
@@ -668,6 +663,20 @@ impl TaskGroup {
         crate::task::complete(t, crate::task::CANCELLED);
         meta::table().release(t, Some(&mut self.slots.borrow_mut()));
     }
+}
+
+/// Makes a fault in `t`'s guard page, from now until
+/// `overflow::set_running(None)`, report `t`'s overflow by name.
+fn report_overflows_of(t: TaskRef) {
+    // SAFETY: the guard was written at binding, the size at spawn; both are
+    // read-only since, and `t` is this worker's to run or unwind.
+    let (guard, stack_size) = unsafe { (*t.guard.get(), *t.stack_size.get()) };
+    overflow::set_running(Some(overflow::Running {
+        guard_lo: guard.0,
+        guard_hi: guard.1,
+        id: t.id().as_u64(),
+        stack_size,
+    }));
 }
 
 /// Drops what a cancelled task held (its coroutine, or its body's
