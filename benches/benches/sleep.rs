@@ -165,30 +165,47 @@ fn spin_lateness(d: Duration, n: u64) -> Vec<i64> {
         .collect()
 }
 
-fn sleep_lateness(c: &mut Criterion, p: &Peers) {
-    // A spindle runtime whose workers poll through their tasks' sleeps
-    // instead of parking (`Builder::sleep_spin` longer than the sleep): CPU
-    // traded for precision, to set beside the floor.
-    let polling = spindle::Runtime::builder()
+/// The sleep lengths `sleep_lateness` and `sleep_lateness_paired` measure.
+const SLEEPS: [(&str, Duration); 2] = [
+    ("1ms", Duration::from_millis(1)),
+    ("100us", Duration::from_micros(100)),
+];
+
+/// A spindle runtime whose workers poll through their tasks' sleeps instead
+/// of parking (`Builder::sleep_spin` longer than the sleep): CPU traded for
+/// precision, to set beside the floor.
+fn polling_runtime() -> spindle::Runtime {
+    spindle::Runtime::builder()
         .workers(2)
         .sleep_spin(POLL_THROUGH)
         .build()
-        .expect("a polling spindle runtime");
-    for (label, d) in [
-        ("1ms", Duration::from_millis(1)),
-        ("100us", Duration::from_micros(100)),
-    ] {
+        .expect("a polling spindle runtime")
+}
+
+/// A group of latency samples: ten flat samples after a short warm-up,
+/// over `measurement` (see the module docs for what criterion times).
+fn latency_group<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+    measurement: Duration,
+) -> BenchmarkGroup<'a, WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(measurement);
+    g
+}
+
+fn sleep_lateness(c: &mut Criterion, p: &Peers, polling: &spindle::Runtime) {
+    for (label, d) in SLEEPS {
         let name = format!("sleep_lateness/{label}");
-        let mut g = c.benchmark_group(&name);
-        g.sampling_mode(SamplingMode::Flat)
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(200))
-            .measurement_time(Duration::from_millis(1500));
+        let mut g = latency_group(c, &name, Duration::from_millis(1500));
         let cases: [(&str, Sampler); 6] = [
             ("spindle", Box::new(|n| spindle_lateness(&p.spindle, d, n))),
             (
                 "spindle (sleep_spin 1.1 ms)",
-                Box::new(|n| spindle_lateness(&polling, d, n)),
+                Box::new(|n| spindle_lateness(polling, d, n)),
             ),
             ("tokio", Box::new(|n| tokio_lateness(&p.tokio, d, n))),
             ("may", Box::new(move |n| may_lateness(d, n))),
@@ -303,22 +320,10 @@ impl Paired {
     }
 }
 
-fn sleep_lateness_paired(c: &mut Criterion, p: &Peers) {
-    let polling = spindle::Runtime::builder()
-        .workers(2)
-        .sleep_spin(POLL_THROUGH)
-        .build()
-        .expect("a polling spindle runtime");
-    for (label, d) in [
-        ("1ms", Duration::from_millis(1)),
-        ("100us", Duration::from_micros(100)),
-    ] {
+fn sleep_lateness_paired(c: &mut Criterion, p: &Peers, polling: &spindle::Runtime) {
+    for (label, d) in SLEEPS {
         let name = format!("sleep_lateness_paired/{label}");
-        let mut g = c.benchmark_group(&name);
-        g.sampling_mode(SamplingMode::Flat)
-            .sample_size(10)
-            .warm_up_time(Duration::from_millis(200))
-            .measurement_time(Duration::from_secs(8));
+        let mut g = latency_group(c, &name, Duration::from_secs(8));
         let mut all = Paired::default();
         // An iteration is a block; criterion gets the spindle sleeps' mean
         // lateness per iteration (their sum over `BLOCK`), so that its
@@ -327,7 +332,7 @@ fn sleep_lateness_paired(c: &mut Criterion, p: &Peers) {
             b.iter_custom(|blocks| {
                 let mut spindle = Vec::new();
                 for _ in 0..blocks {
-                    let block = Block::take(&p.spindle, &polling, d);
+                    let block = Block::take(&p.spindle, polling, d);
                     all.add(&block);
                     spindle.extend(block.spindle);
                 }
@@ -496,11 +501,7 @@ fn std_interrupt(n: u64) -> Vec<i64> {
 
 fn interrupt_latency(c: &mut Criterion, p: &Peers) {
     let name = "interrupt_latency";
-    let mut g = c.benchmark_group(name);
-    g.sampling_mode(SamplingMode::Flat)
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(200))
-        .measurement_time(Duration::from_millis(1500));
+    let mut g = latency_group(c, name, Duration::from_millis(1500));
     let cases: [(&str, Sampler); 5] = [
         (
             "spindle",
@@ -940,8 +941,9 @@ fn many_sleepers(c: &mut Criterion, p: &Peers) {
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     let peers = Peers::new(true);
-    sleep_lateness(&mut c, &peers);
-    sleep_lateness_paired(&mut c, &peers);
+    let polling = polling_runtime();
+    sleep_lateness(&mut c, &peers, &polling);
+    sleep_lateness_paired(&mut c, &peers, &polling);
     interrupt_latency(&mut c, &peers);
     pingpong_butex(&mut c, &peers);
     deadline_churn(&mut c, &peers);
@@ -950,5 +952,6 @@ fn main() {
     // Shutting the runtimes down is part of the run: a hang here is a bug.
     let Peers { spindle, tokio } = peers;
     spindle.shutdown();
+    polling.shutdown();
     tokio.shutdown_timeout(Duration::from_secs(5));
 }

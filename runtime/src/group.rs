@@ -646,12 +646,12 @@ impl TaskGroup {
         // SAFETY: the worker owns the queued task's coroutine. Dropping a
         // started coroutine unwinds its stack on this, its home, thread.
         let coro = unsafe { (*t.coro.get()).take() };
-        drop_cancelled(t, coro);
+        crate::task::drop_cancelled(t, coro);
         overflow::set_running(None);
         // A never-run task may hold a body and a reserved stack instead.
         // SAFETY: as above.
         let (body, reserved) = unsafe { ((*t.body.get()).take(), (*t.reserved.get()).take()) };
-        drop_cancelled(t, body);
+        crate::task::drop_cancelled(t, body);
         if let Some(stack) = reserved {
             self.shared.stacks.give(
                 self.shared.stacks.default_size(),
@@ -677,13 +677,6 @@ fn report_overflows_of(t: TaskRef) {
         id: t.id().as_u64(),
         stack_size,
     }));
-}
-
-/// Drops what a cancelled task held (its coroutine, or its body's
-/// captures). A `Drop` that panics must not take the worker down with it,
-/// nor leak what the cancel does next.
-fn drop_cancelled<V>(t: TaskRef, held: V) {
-    crate::task::drop_contained(t, "a cancelled task's captures", || false, held);
 }
 
 /// A stride coprime with `n`, so that `start + i * stride` visits every

@@ -424,20 +424,24 @@ mod tests {
     /// docs/benchmarks.md; keep it when trying again.)
     #[test]
     fn loom_two_producers_never_lose_a_task() {
-        model(|| {
-            let rt = runtime();
-            let ws = start_workers(&rt, 2);
-            let other = producer(&rt, |rt| {
-                rt.stealable2.push(8);
-                rt.idle.notify_work(1);
-            });
-            rt.stealable.push(7);
-            rt.idle.notify_work(0);
-            other.join().unwrap();
-            let mut ran: Vec<u32> = ws.into_iter().flat_map(|w| w.join().unwrap()).collect();
-            ran.sort();
-            assert_eq!(ran, [7, 8]);
+        model(|| assert_eq!(two_producers(7), [7, 8]));
+    }
+
+    /// Two workers; this thread pushes `first` (and notifies), a second
+    /// producer pushes task 8: returns the tasks that ran, sorted.
+    fn two_producers(first: u32) -> Vec<u32> {
+        let rt = runtime();
+        let ws = start_workers(&rt, 2);
+        let other = producer(&rt, |rt| {
+            rt.stealable2.push(8);
+            rt.idle.notify_work(1);
         });
+        rt.stealable.push(first);
+        rt.idle.notify_work(0);
+        other.join().unwrap();
+        let mut ran: Vec<u32> = ws.into_iter().flat_map(|w| w.join().unwrap()).collect();
+        ran.sort();
+        ran
     }
 
     /// A searcher takes a task that runs until a second one has run, while
@@ -448,20 +452,7 @@ mod tests {
     /// the second task waited on the busy worker's queue.)
     #[test]
     fn loom_the_last_searcher_wakes_a_worker_for_work_left_behind() {
-        model(|| {
-            let rt = runtime();
-            let ws = start_workers(&rt, 2);
-            let other = producer(&rt, |rt| {
-                rt.stealable2.push(8);
-                rt.idle.notify_work(1);
-            });
-            rt.stealable.push(LONG);
-            rt.idle.notify_work(0);
-            other.join().unwrap();
-            let mut ran: Vec<u32> = ws.into_iter().flat_map(|w| w.join().unwrap()).collect();
-            ran.sort();
-            assert_eq!(ran, [8, LONG]);
-        });
+        model(|| assert_eq!(two_producers(LONG), [8, LONG]));
     }
 
     /// A pinned wake-up (which wakes its worker without making it a

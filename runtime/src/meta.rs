@@ -166,6 +166,11 @@ impl ResultSlot {
         }
     }
 
+    /// Whether a value is held.
+    fn is_some(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// Drops whatever the slot holds.
     fn clear(&mut self) {
         self.0.clear();
@@ -610,6 +615,12 @@ impl TaskTable {
         }
         // SAFETY: refs reached 0: nobody else holds the task any more.
         unsafe {
+            // The task or its handle's owner has dropped the result
+            // (`task::RESULT_OPEN`); the clear is only a backstop.
+            debug_assert!(
+                !(*t.result.get()).is_some(),
+                "a result outlived its task and handle"
+            );
             (*t.result.get()).clear();
             *t.name.get() = None;
             *t.shared.get() = ptr::null();

@@ -158,7 +158,7 @@ fn drop_unread<T>(t: TaskRef, result: std::thread::Result<T>) {
 /// a `Drop` that panics is reported (`what` says what was dropped; at debug
 /// level if `expected` says the unwind was the runtime's own), and the
 /// caller goes on.
-pub(crate) fn drop_contained<V>(t: TaskRef, what: &str, expected: impl FnOnce() -> bool, v: V) {
+fn drop_contained<V>(t: TaskRef, what: &str, expected: impl FnOnce() -> bool, v: V) {
     if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| drop(v))) {
         let panic = crate::error::panic_message(&*p);
         if expected() {
@@ -194,9 +194,16 @@ impl<B: FnOnce(TaskRef, &TaskYielder)> UnrunBody<B> {
 impl<B> Drop for UnrunBody<B> {
     fn drop(&mut self) {
         if let Some(body) = self.body.take() {
-            drop_contained(self.t, "a cancelled task's captures", || false, body);
+            drop_cancelled(self.t, body);
         }
     }
+}
+
+/// Drops what a cancelled task held (its coroutine, or its body's
+/// captures). A `Drop` that panics must not take the worker down with it,
+/// nor leak what the cancel does next.
+pub(crate) fn drop_cancelled<V>(t: TaskRef, held: V) {
+    drop_contained(t, "a cancelled task's captures", || false, held);
 }
 
 /// Allocates a slot and reserves a stack; keeps the body for the first run
