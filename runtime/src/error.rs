@@ -147,6 +147,9 @@ pub enum SetWorkersError {
     TooMany { requested: usize, max: usize },
     /// The runtime is shutting down.
     ShuttingDown,
+    /// The OS refused a new worker thread (the workers started before it
+    /// stay: [`Runtime::workers`](crate::Runtime::workers) says how many).
+    Spawn(std::io::ErrorKind),
 }
 
 impl fmt::Display for SetWorkersError {
@@ -160,6 +163,7 @@ impl fmt::Display for SetWorkersError {
                 write!(f, "{requested} workers requested, at most {max} are supported")
             }
             SetWorkersError::ShuttingDown => f.write_str("the runtime is shutting down"),
+            SetWorkersError::Spawn(kind) => write!(f, "cannot start a worker thread: {kind}"),
         }
     }
 }

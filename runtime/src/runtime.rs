@@ -274,7 +274,7 @@ impl Runtime {
         }
         self.add_workers(n).map_err(|e| {
             tracing::error!(error = %e, "cannot start a worker thread");
-            SetWorkersError::ShuttingDown
+            SetWorkersError::Spawn(e.kind())
         })
     }
 
@@ -322,9 +322,12 @@ impl Runtime {
                 unreachable!("worker {i} registered twice");
             }
             shared.idle.add_worker();
+            // Counted before it starts: the others' steals and last looks
+            // cover workers below the count, and the new worker's first
+            // task may spawn children there at once.
+            shared.workers.store(i + 1, Ordering::SeqCst);
             registered.send(()).expect("the new worker waits for this");
             threads.push(h);
-            shared.workers.store(i + 1, Ordering::SeqCst);
         }
         Ok(())
     }
