@@ -109,6 +109,12 @@ pub(crate) fn current_group() -> Option<&'static TaskGroup> {
     unsafe { p.as_ref() }
 }
 
+/// Whether the code running on this thread is a cancelled task being
+/// unwound by its runtime's stop.
+pub(crate) fn unwinding_cancelled() -> bool {
+    current_group().is_some_and(|g| g.unwinding_cancelled.get())
+}
+
 /// The task running on this thread, if any.
 #[inline]
 pub(crate) fn current_task() -> Option<TaskRef> {
@@ -137,6 +143,28 @@ pub(crate) struct TaskGroup {
     /// blocked when the worker stops keep the runtime's shared state alive
     /// (see `run`).
     started: Cell<usize>,
+    /// Set while a cancelled started task is unwound at stop (`cancel`):
+    /// the unwind that task's code then sees is the runtime's, not a panic.
+    unwinding_cancelled: Cell<bool>,
+}
+
+/// Aborts the process if the worker loop unwinds. Tasks' panics and the
+/// drops of what they leave behind are caught where they happen, so a panic
+/// that gets this far is a bug of the runtime's; the tasks started on this
+/// worker could never run anywhere else, and would wait for good.
+struct AbortIfUnwinding(usize);
+
+impl Drop for AbortIfUnwinding {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "spindle: worker {} panicked outside any task; the tasks pinned to it \
+                 could never run again: aborting",
+                self.0
+            );
+            std::process::abort();
+        }
+    }
 }
 
 /// A sleep a worker ends itself if it is idle when the sleep is due, rather
@@ -180,6 +208,7 @@ impl TaskGroup {
             next: Cell::new(None),
             next_sleep: Cell::new(None),
             started: Cell::new(0),
+            unwinding_cancelled: Cell::new(false),
         }
     }
 
@@ -251,6 +280,7 @@ impl TaskGroup {
 
     /// The worker loop. Returns when the runtime stops.
     pub(crate) fn run(&self) {
+        let _abort = AbortIfUnwinding(self.index);
         overflow::install();
         // A worker parks until shortly before its tasks' sleeps are due
         // (`search`): the default 50 µs slack would make it late.
@@ -639,6 +669,7 @@ impl TaskGroup {
         // task that has nothing to suspend. (A drop that waits for something
         // only a task of this stopped worker could do would wait for good.)
         self.current.set(started.then_some(t));
+        self.unwinding_cancelled.set(started);
         if started {
             // Its unwind runs on its stack: an overflow there is its own.
             report_overflows_of(t);
@@ -647,6 +678,7 @@ impl TaskGroup {
         // started coroutine unwinds its stack on this, its home, thread.
         let coro = unsafe { (*t.coro.get()).take() };
         crate::task::drop_cancelled(t, coro);
+        self.unwinding_cancelled.set(false);
         overflow::set_running(None);
         // A never-run task may hold a body and a reserved stack instead.
         // SAFETY: as above.

@@ -121,7 +121,15 @@ where
     if let Err(p) = &result {
         // SAFETY: the name is written at spawn and read-only since.
         let name = unsafe { (*t.name.get()).as_deref() }.unwrap_or("<unnamed>");
-        tracing::debug!(task = %t.id(), name, panic = crate::error::panic_message(&**p), "task panicked");
+        if group::unwinding_cancelled() {
+            // The runtime's stop unwinding a blocked task (corosensei's
+            // forced unwind, caught here like any unwind): its joiner is
+            // told `Cancelled`, and the payload is dropped with the result.
+            tracing::debug!(task = %t.id(), name, "task unwound by the runtime's stop");
+        } else {
+            let panic = crate::error::panic_message(&**p);
+            tracing::debug!(task = %t.id(), name, panic, "task panicked");
+        }
     }
     // SAFETY: the running task owns its result slot until it publishes
     // STORED below (or, detached, for good); the joiner reads it only after
@@ -149,9 +157,12 @@ where
 /// go. (A `Drop` that waits may also meet the runtime's stop: the task is
 /// then unwound from inside it, which is no panic of the user's.)
 fn drop_unread<T>(t: TaskRef, result: std::thread::Result<T>) {
-    let cancelled =
-        || group::current_group().is_some_and(|g| g.shared.stopping.load(Ordering::Relaxed));
-    drop_contained(t, "a detached task's result", cancelled, result);
+    drop_contained(
+        t,
+        "a detached task's result",
+        group::unwinding_cancelled,
+        result,
+    );
 }
 
 /// Drops `v`, which belongs to task `t`, where a panic has nowhere to go:
