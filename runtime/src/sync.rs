@@ -8,11 +8,19 @@
 //!
 //! - [`Mutex`]: the three-state futex mutex (Drepper, "Futexes are tricky"):
 //!   0 unlocked, 1 locked, 2 locked with waiters. Lock and unlock without
-//!   contention are one atomic instruction each: no syscall, no timer.
+//!   contention are one atomic instruction each: no syscall, no timer. An
+//!   unlock wakes the longest waiter but does not hand it the lock: it
+//!   competes with newcomers, as with std's and bthread's mutexes, so a
+//!   task that relocks in a tight loop can keep it waiting.
 //! - [`Condvar`]: a sequence number in a butex. A waiter reads it, unlocks,
 //!   and waits for it to move; a notifier bumps it and wakes. The butex's
 //!   FIFO order makes `notify_one` fair.
 //! - [`CountdownEvent`]: a count in a butex; waiters wait for it to reach 0.
+//!
+//! A task that waits while it unwinds (in a `Drop` run by a panic, or by the
+//! runtime's stop) cannot switch out mid-unwind: the wait blocks its worker
+//! thread, as on a plain thread. If only a task of that same worker can end
+//! the wait, it never ends; and `interrupt` does not reach such a wait.
 
 use crate::butex::{self, Butex};
 use crate::error::WaitError;
@@ -196,8 +204,10 @@ impl Condvar {
 
     /// Unlocks `guard`'s mutex, waits for a notification, and locks again.
     /// May wake spuriously: wait in a loop, or use [`wait_while`](Self::wait_while).
-    /// On error (`DeadlineExceeded` from an enclosing scope) the mutex is
-    /// left unlocked.
+    /// On error (`DeadlineExceeded` from an enclosing scope, while waiting
+    /// or while locking again) the guard is gone and the mutex is left
+    /// unlocked; a notification this wait had taken is passed on to the
+    /// next waiter, so that none is lost with the error.
     pub fn wait<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,
@@ -206,6 +216,8 @@ impl Condvar {
     }
 
     /// Like [`wait`](Self::wait), giving up with `TimedOut` at `deadline`.
+    /// As for every error here, the mutex is then left unlocked: lock it
+    /// again to look at the condition.
     pub fn wait_until<'a, T: ?Sized>(
         &self,
         guard: MutexGuard<'a, T>,
@@ -245,7 +257,13 @@ impl Condvar {
         }
         // Waiters woken together race for the lock; the losers mark it
         // CONTENDED, so each unlock wakes the next of them.
-        mutex.lock()
+        mutex.lock().inspect_err(|_| {
+            // We were notified (or a notification came as we queued), but
+            // a deadline scope ends this wait before the caller sees it: if
+            // it was a `notify_one`, another waiter must have it. At worst
+            // this wakes one waiter for nothing, which waiters allow for.
+            self.seq.wake_one();
+        })
     }
 
     /// Wakes the longest-waiting task or thread, if any.
@@ -260,6 +278,27 @@ impl Condvar {
         self.seq.wake_all();
     }
 }
+
+/// [`CountdownEvent::add_count`] would have taken the count past `u32::MAX`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountOverflow {
+    /// The count when the events were to be added.
+    pub count: u32,
+    /// The events to add.
+    pub added: u32,
+}
+
+impl fmt::Display for CountOverflow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cannot add {} events to a count of {}: it would pass u32::MAX",
+            self.added, self.count
+        )
+    }
+}
+
+impl std::error::Error for CountOverflow {}
 
 /// Waits for a count of events to reach zero (bthread's `CountdownEvent`).
 #[derive(Debug)]
@@ -306,9 +345,14 @@ impl CountdownEvent {
         }
     }
 
-    /// Adds `k` events to wait for.
-    pub fn add_count(&self, k: u32) {
-        self.count.value().fetch_add(k, Ordering::AcqRel);
+    /// Adds `k` events to wait for. A count that would pass `u32::MAX` is
+    /// an error, and the count is left as it was.
+    pub fn add_count(&self, k: u32) -> Result<(), CountOverflow> {
+        self.count
+            .value()
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |c| c.checked_add(k))
+            .map(|_| ())
+            .map_err(|count| CountOverflow { count, added: k })
     }
 
     /// Waits until the count is zero.

@@ -204,7 +204,7 @@ fn countdown_event() {
         let ev = ev.clone();
         std::thread::spawn(move || ev.wait())
     };
-    ev.add_count(1);
+    ev.add_count(1).unwrap();
     for _ in 0..3 {
         ev.signal(1);
     }
@@ -220,5 +220,72 @@ fn countdown_event() {
     assert_eq!(
         ev.wait_until(Instant::now() + Duration::from_millis(5)),
         Err(WaitError::TimedOut)
+    );
+}
+
+#[test]
+fn add_count_past_u32_max_is_an_error_that_changes_nothing() {
+    let ev = CountdownEvent::new(2);
+    let err = ev.add_count(u32::MAX - 1).unwrap_err();
+    assert_eq!((err.count, err.added), (2, u32::MAX - 1));
+    assert_eq!(ev.count(), 2, "the count is left as it was");
+    ev.add_count(u32::MAX - 2).unwrap();
+    assert_eq!(ev.count(), u32::MAX);
+    ev.signal(u32::MAX);
+    assert_eq!(ev.wait(), Ok(()));
+}
+
+/// A waiter that `notify_one` woke, but whose deadline scope ends before it
+/// gets the mutex back, passes the notification on: the next waiter is not
+/// left asleep beside the work it was meant for. (Found by review: the
+/// notification was lost with the scope's error.)
+#[test]
+fn a_notification_taken_by_a_waiter_whose_deadline_passes_is_passed_on() {
+    let pair = Arc::new((Mutex::new(0u32), Condvar::new()));
+    let start = Instant::now();
+    let waiter = |deadline: Option<Instant>, own: Instant| {
+        let pair = pair.clone();
+        std::thread::spawn(move || {
+            let (m, cv) = &*pair;
+            let wait = || {
+                let mut g = m.lock()?;
+                *g += 1; // queued (or about to be)
+                cv.wait_until(g, own).map(|_| ())
+            };
+            match deadline {
+                Some(d) => spindle::with_deadline(d, wait),
+                None => wait(),
+            }
+        })
+    };
+    let (m, cv) = &*pair;
+    // First in line: it takes the notification, then its scope ends while
+    // the notifier still holds the mutex.
+    let first = waiter(
+        Some(start + Duration::from_millis(300)),
+        start + Duration::from_secs(60),
+    );
+    while *m.lock().unwrap() < 1 {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(50)); // let it queue
+                                                   // Second: no scope; it gives up by itself after 20 s.
+    let second = waiter(None, start + Duration::from_secs(20));
+    while *m.lock().unwrap() < 2 {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let g = m.lock().unwrap();
+    cv.notify_one();
+    // Hold the mutex past the first waiter's deadline.
+    while Instant::now() < start + Duration::from_millis(600) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(g);
+    assert_eq!(first.join().unwrap(), Err(WaitError::DeadlineExceeded));
+    assert_eq!(
+        second.join().unwrap(),
+        Ok(()),
+        "the second waiter was woken in the first one's place"
     );
 }
