@@ -94,6 +94,10 @@ pub(crate) struct WaitNode {
     prev: Cell<*const WaitNode>,
     next: Cell<*const WaitNode>,
     linked: Cell<bool>,
+    /// Its place in the butex's order of arrival (`WaitList::pushed` when
+    /// it was linked), so that `wake_all` can tell the waiters it found
+    /// from those that queued after it began.
+    ticket: Cell<u64>,
     pub(crate) butex: *const Butex,
     expected: u32,
     waiter: Waiter,
@@ -122,6 +126,7 @@ impl WaitNode {
             prev: Cell::new(ptr::null()),
             next: Cell::new(ptr::null()),
             linked: Cell::new(false),
+            ticket: Cell::new(0),
             butex,
             expected,
             waiter,
@@ -137,6 +142,9 @@ impl WaitNode {
 struct WaitList {
     head: *const WaitNode,
     tail: *const WaitNode,
+    /// Nodes ever linked: the next node's ticket. (64 bits: a billion
+    /// waits a second would take 584 years to wrap it.)
+    pushed: u64,
 }
 
 // SAFETY: the list holds pointers to nodes that stay alive while linked
@@ -148,6 +156,7 @@ impl WaitList {
     const EMPTY: WaitList = WaitList {
         head: ptr::null(),
         tail: ptr::null(),
+        pushed: 0,
     };
 
     /// # Safety
@@ -155,6 +164,8 @@ impl WaitList {
     unsafe fn push_back(&mut self, n: &WaitNode) {
         n.prev.set(self.tail);
         n.next.set(ptr::null());
+        n.ticket.set(self.pushed);
+        self.pushed += 1;
         if self.tail.is_null() {
             self.head = n;
         } else {
@@ -314,19 +325,30 @@ impl Butex {
         }
     }
 
-    /// Wakes every waiter; returns how many were woken.
+    /// Wakes every waiter queued when it is called; returns how many were
+    /// woken. Waiters that queue while it runs (a woken one that waits
+    /// again, say) are left queued: otherwise waiters that re-queue as fast
+    /// as it wakes them would keep it going for good.
     pub fn wake_all(&self) -> usize {
         /// Waiters unlinked per lock hold: wake-ups are delivered after the
         /// lock is dropped, from a batch on the stack (no allocation).
         const BATCH: usize = 32;
         let mut n = 0;
+        let mut end = None;
         loop {
             let mut batch: [Option<Wake>; BATCH] = std::array::from_fn(|_| None);
             let mut len = 0;
+            let mut more = true;
             {
                 let mut list = self.lock();
+                // Waiters are linked in ticket order: those before `end`
+                // were queued when this call began.
+                let end = *end.get_or_insert(list.pushed);
                 while len < BATCH {
-                    let Some(node) = list.front() else { break };
+                    let Some(node) = list.front().filter(|f| f.ticket.get() < end) else {
+                        more = false;
+                        break;
+                    };
                     let node: *const WaitNode = node;
                     // SAFETY: under the lock; `node` is the linked head.
                     batch[len] = unsafe { claim(&mut list, &*node, WOKEN) };
@@ -337,7 +359,7 @@ impl Butex {
                 w.deliver();
             }
             n += len;
-            if len < BATCH {
+            if !more {
                 return n;
             }
         }
@@ -680,6 +702,7 @@ mod tests {
                 prev: Cell::new(ptr::null()),
                 next: Cell::new(ptr::null()),
                 linked: Cell::new(false),
+                ticket: Cell::new(0),
                 butex: &**butex,
                 expected: 0,
                 waiter: Waiter::Thread(waiter),

@@ -205,3 +205,46 @@ fn a_reused_butex_never_sees_a_false_timeout() {
     // Most rounds really waited (and so armed and cancelled a timer).
     assert!(waited.load(Ordering::Relaxed) > ROUNDS as usize / 2);
 }
+
+/// `wake_all` wakes the waiters queued when it is called, not those that
+/// queue again while it runs: waiters that re-wait as fast as they are
+/// woken must not keep it going. (Found by review: it went on while its
+/// batches of 32 came back full.)
+#[test]
+fn wake_all_leaves_waiters_that_queue_after_it_began() {
+    const WAITERS: usize = 96;
+    let rt = rt(2);
+    let b = Arc::new(Butex::new(0));
+    let waiting = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..WAITERS)
+        .map(|_| {
+            let (b, waiting) = (b.clone(), waiting.clone());
+            rt.spawn(move || {
+                // Wait again at once after every wake, until the value moves.
+                while b.value().load(Ordering::Acquire) == 0 {
+                    waiting.fetch_add(1, Ordering::SeqCst);
+                    let _ = b.wait(0, None);
+                }
+            })
+        })
+        .collect();
+    // Waits begun so far: each woken waiter begins another.
+    let mut begun = WAITERS;
+    for round in 0..20 {
+        while waiting.load(Ordering::SeqCst) < begun {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(Duration::from_millis(2)); // let the last ones queue
+        let woken = b.wake_all();
+        assert!(
+            woken <= WAITERS,
+            "round {round}: {woken} wakes for {WAITERS} waiters"
+        );
+        begun += woken;
+    }
+    b.value().store(1, Ordering::Release);
+    b.wake_all();
+    for t in tasks {
+        t.join().unwrap();
+    }
+}
