@@ -139,6 +139,14 @@ fn sleep_inner(deadline: Option<Instant>) -> Result<(), SleepError> {
 }
 
 fn sleep_thread(deadline: Option<Instant>) -> Result<(), SleepError> {
+    if deadline.is_some_and(|d| d <= Instant::now()) {
+        // As in a task: a yield, then the scope's verdict.
+        std::thread::yield_now();
+        return match scope_deadline() {
+            Some(s) if s <= Instant::now() => Err(SleepError::DeadlineExceeded),
+            _ => Ok(()),
+        };
+    }
     let (until, by_scope) = effective_deadline(deadline);
     match until {
         None => loop {
@@ -148,8 +156,6 @@ fn sleep_thread(deadline: Option<Instant>) -> Result<(), SleepError> {
             let now = Instant::now();
             if u > now {
                 std::thread::sleep(u - now);
-            } else if deadline.is_some_and(|d| d <= now) {
-                std::thread::yield_now();
             }
         }
     }

@@ -126,3 +126,27 @@ fn block_on_carries_the_callers_scope_into_its_task() {
     );
     assert!(t.elapsed() < Duration::from_secs(5));
 }
+
+/// Once a scope's deadline has passed, a sleep to an even earlier instant
+/// fails with `DeadlineExceeded` on a plain thread as in a task. (Found by
+/// review: the plain thread's returned `Ok`.)
+#[test]
+fn a_past_sleep_in_an_expired_scope_fails_on_a_thread_as_in_a_task() {
+    let past_sleep_in_expired_scope = || {
+        let now = Instant::now();
+        let scope = now - Duration::from_millis(1);
+        let sleep = now - Duration::from_millis(2);
+        spindle::with_deadline(scope, || spindle::sleep_until(sleep))
+    };
+    assert_eq!(
+        past_sleep_in_expired_scope(),
+        Err(SleepError::DeadlineExceeded),
+        "on a plain thread"
+    );
+    let rt = rt(1);
+    assert_eq!(
+        rt.block_on(past_sleep_in_expired_scope),
+        Err(SleepError::DeadlineExceeded),
+        "in a task"
+    );
+}
