@@ -35,14 +35,15 @@ pub fn wait(atom: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool 
     }
 }
 
-/// Like [`wait`], with an absolute deadline. A deadline in the past returns
-/// `false` at once (after checking nothing: the wait has already timed out).
+/// Like [`wait`], with an absolute deadline. A deadline in the past does not
+/// block: as the kernel's own zero timeout, it returns `true` if the value is
+/// no longer `expected`, `false` (timed out) if it is.
 pub fn wait_until(atom: &AtomicU32, expected: u32, deadline: Option<Instant>) -> bool {
     let abs = match deadline {
         None => None,
         Some(d) => match monotonic_timespec_of(d) {
             Some(ts) => Some(ts),
-            None => return false,
+            None => return atom.load(std::sync::atomic::Ordering::Acquire) != expected,
         },
     };
     let ts_ptr = abs
@@ -282,6 +283,15 @@ mod tests {
     fn past_deadline_times_out_at_once() {
         let a = AtomicU32::new(0);
         assert!(!wait_until(&a, 0, Some(Instant::now())));
+        assert!(!wait(&a, 0, Some(Duration::ZERO)));
+    }
+
+    /// As the kernel's zero timeout: the value is still compared.
+    #[test]
+    fn past_deadline_with_a_moved_value_is_no_timeout() {
+        let a = AtomicU32::new(1);
+        assert!(wait_until(&a, 0, Some(Instant::now())));
+        assert!(wait(&a, 0, Some(Duration::ZERO)));
     }
 
     #[test]
