@@ -7,9 +7,14 @@
 //! `ResourcePool` + versioned `bthread_t`, made explicit.
 //!
 //! ```text
-//!   TaskId = version << 32 | slot          version bumps each time the slot is freed
+//!   TaskId = version << 24 | slot          version bumps each time the slot is freed
 //!   refs   = 2 at spawn: the task itself + its JoinHandle; the slot is freed at 0
 //! ```
+//!
+//! Versions are 40 bits, and a slot whose version runs out is retired, never
+//! reused: so no id is ever handed out twice, and a stale id can never name a
+//! later task. (A 32-bit version, as bthread's, wraps after 2^32 reuses: 13
+//! minutes of spawn + join in a loop here, the free list being LIFO.)
 //!
 //! Ownership of a meta's fields follows the task: whoever holds the task (the
 //! queue it sits in, the worker running it, the waiter list it sleeps in)
@@ -26,7 +31,9 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::mem::{self, MaybeUninit};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 use std::sync::Mutex;
 
 /// A task's coroutine: resumed with `()`, suspends with a [`Suspend`] reason.
@@ -38,9 +45,15 @@ pub(crate) type TaskYielder = Yielder<(), Suspend>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskId(u64);
 
+/// Bits of a [`TaskId`] that hold the slot; the rest hold the version.
+const SLOT_BITS: u32 = 24;
+/// The version a slot is retired at (see the module docs).
+const VERSION_LIMIT: u64 = 1 << (64 - SLOT_BITS);
+
 impl TaskId {
-    pub(crate) fn new(slot: u32, version: u32) -> Self {
-        TaskId(u64::from(version) << 32 | u64::from(slot))
+    pub(crate) fn new(slot: u32, version: u64) -> Self {
+        debug_assert!(slot < 1 << SLOT_BITS && version < VERSION_LIMIT);
+        TaskId(version << SLOT_BITS | u64::from(slot))
     }
     /// The raw value, e.g. for logs.
     pub fn as_u64(self) -> u64 {
@@ -52,10 +65,10 @@ impl TaskId {
         TaskId(raw)
     }
     fn slot(self) -> u32 {
-        self.0 as u32
+        (self.0 & ((1 << SLOT_BITS) - 1)) as u32
     }
-    fn version(self) -> u32 {
-        (self.0 >> 32) as u32
+    fn version(self) -> u64 {
+        self.0 >> SLOT_BITS
     }
 }
 
@@ -277,8 +290,8 @@ pub(crate) struct TaskMeta {
     wait_node: UnsafeCell<MaybeUninit<WaitNode>>,
     // End of the wake lines.
     slot: u32,
-    /// Bumped each time the slot is freed; the high half of [`TaskId`].
-    version: AtomicU32,
+    /// Bumped each time the slot is freed; the high bits of [`TaskId`].
+    version: AtomicU64,
     /// Owners still holding the slot: the task and its JoinHandle.
     refs: AtomicU32,
     /// The task's `errno`, saved while it is switched out.
@@ -331,7 +344,7 @@ impl TaskMeta {
     fn new(slot: u32) -> Self {
         TaskMeta {
             slot,
-            version: AtomicU32::new(1),
+            version: AtomicU64::new(1),
             refs: AtomicU32::new(0),
             next: AtomicPtr::new(ptr::null_mut()),
             home: AtomicUsize::new(NO_HOME),
@@ -495,6 +508,7 @@ impl std::ops::Deref for TaskRef {
 
 const SEGMENT: usize = 256;
 const MAX_SEGMENTS: usize = 1 << 16; // 16 M tasks alive at once
+const _: () = assert!(SEGMENT * MAX_SEGMENTS <= 1 << SLOT_BITS);
 
 /// The process-wide table of task metas; see the module docs.
 pub(crate) struct TaskTable {
@@ -633,12 +647,18 @@ impl TaskTable {
             debug_assert!(!t.in_wait.load(Ordering::Relaxed), "released inside a wait");
             debug_assert!(!(*t.body.get()).is_some() && (*t.reserved.get()).is_none());
         }
-        {
+        let version = {
             let mut st = t.lock_interrupts();
             st.pending = false;
             st.waiting = ptr::null();
             // Bump the version under the lock: `interrupt` re-checks it there.
-            t.version.fetch_add(1, Ordering::Release);
+            t.version.fetch_add(1, Ordering::Release) + 1
+        };
+        if version == VERSION_LIMIT {
+            // Every id of this slot has been used: retire it, so that none
+            // is ever used again (a meta, once in 2^40 tasks of this slot).
+            tracing::debug!(slot = t.slot, "task slot retired: its versions ran out");
+            return;
         }
         t.stopped.store(false, Ordering::Relaxed);
         t.result_state
@@ -695,5 +715,39 @@ impl TaskTable {
     /// Slots handed out so far (the table's size), for leak tests.
     pub(crate) fn capacity(&self) -> usize {
         *self.grown.lock().unwrap_or_else(|e| e.into_inner()) * SEGMENT
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_carries_its_slot_and_version() {
+        let id = TaskId::new((1 << SLOT_BITS) - 1, VERSION_LIMIT - 1);
+        assert_eq!(
+            (id.slot(), id.version()),
+            ((1 << SLOT_BITS) - 1, VERSION_LIMIT - 1)
+        );
+        assert_eq!(TaskId::new(0, 1).as_u64(), 1 << SLOT_BITS);
+    }
+
+    /// A slot whose last version is freed is never handed out again, and
+    /// its last id names nothing.
+    #[test]
+    fn a_slot_whose_versions_run_out_is_retired() {
+        let table = table();
+        let t = table.alloc(None).expect("a free slot");
+        t.version.store(VERSION_LIMIT - 1, Ordering::Relaxed);
+        let last = t.id();
+        assert!(table.lookup(last).is_some());
+        table.release(t, None); // the task
+        table.release(t, None); // its handle
+        assert!(table.lookup(last).is_none());
+        assert_eq!(t.version.load(Ordering::Relaxed), VERSION_LIMIT);
+        assert!(
+            !table.lock_free().contains(&t.slot),
+            "a retired slot is not free"
+        );
     }
 }
