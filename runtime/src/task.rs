@@ -105,8 +105,14 @@ impl Builder {
         let t = prepare(shared, self.stack_size, self.name, move |t, y| {
             run_body(t, y, f)
         })?;
+        // The handle first: an urgent start switches to the child, and if
+        // the runtime stops before this task runs again, this task is
+        // unwound from inside `start`. The handle then detaches the child as
+        // it unwinds; made after `start`, it would never exist, and the
+        // child's slot would wait for it for good.
+        let handle = JoinHandle::new(t);
         start(shared, t, urgent);
-        Ok(JoinHandle::new(t))
+        Ok(handle)
     }
 }
 
