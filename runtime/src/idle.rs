@@ -236,9 +236,15 @@ mod tests {
     use loom::sync::Arc;
     use loom::thread;
 
+    /// Explores every interleaving with up to two preemptions (three, for
+    /// the models with two producers, ran for over five minutes).
     fn model<F: Fn() + Sync + Send + 'static>(f: F) {
+        model_bounded(2, f)
+    }
+
+    fn model_bounded<F: Fn() + Sync + Send + 'static>(preemptions: usize, f: F) {
         let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(2);
+        b.preemption_bound = Some(preemptions);
         b.check(f);
     }
 
@@ -395,7 +401,8 @@ mod tests {
     /// New, stealable work is always picked up: no worker sleeps through it.
     #[test]
     fn loom_stealable_work_is_never_lost() {
-        model(|| {
+        // One task and one producer: three preemptions explore in seconds.
+        model_bounded(3, || {
             let rt = runtime();
             let ws = start_workers(&rt, 1);
             rt.stealable.push(7);
@@ -408,7 +415,7 @@ mod tests {
     /// Work pinned to worker 1 wakes worker 1, and only worker 1 runs it.
     #[test]
     fn loom_pinned_work_wakes_its_worker() {
-        model(|| {
+        model_bounded(3, || {
             let rt = runtime();
             let ws = start_workers(&rt, 1);
             rt.workers[1].pinned.push(9);
