@@ -64,10 +64,10 @@ impl TaskId {
     pub fn from_u64(raw: u64) -> Self {
         TaskId(raw)
     }
-    fn slot(self) -> u32 {
+    pub(crate) fn slot(self) -> u32 {
         (self.0 & ((1 << SLOT_BITS) - 1)) as u32
     }
-    fn version(self) -> u64 {
+    pub(crate) fn version(self) -> u64 {
         self.0 >> SLOT_BITS
     }
 }

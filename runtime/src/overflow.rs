@@ -90,11 +90,18 @@ fn ensure_altstack() {
 }
 
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: errno is this thread's; what we call below may change it, and
+    // the interrupted code must find it as it was.
+    let errno = unsafe { *libc::__errno_location() };
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
-    let addr = unsafe { (*info).si_addr() } as usize;
-    if let Some(r) = RUNNING.with(|c| c.get()) {
-        if (r.guard_lo..r.guard_hi).contains(&addr) {
-            report(r);
+    let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
+    // A fault (si_code > 0) in the running task's guard page; a SIGSEGV
+    // sent by kill(2) or raise(3) (si_code <= 0) carries no address.
+    if code > 0 {
+        if let Some(r) = RUNNING.with(|c| c.get()) {
+            if (r.guard_lo..r.guard_hi).contains(&addr) {
+                report(r);
+            }
         }
     }
     // Not a task's guard page: hand over to whoever was there before.
@@ -108,10 +115,17 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         }
     };
     if prev.sa_sigaction == libc::SIG_DFL || prev.sa_sigaction == libc::SIG_IGN {
-        // Restore the default and return: the fault repeats and kills us
-        // with the right signal.
-        // SAFETY: resetting a signal to its default action.
-        unsafe { libc::signal(sig, libc::SIG_DFL) };
+        // Restore the default and return: a fault repeats and kills us with
+        // the right signal. A sent signal does not repeat: send it again,
+        // to be delivered (to the default action) once we return.
+        // SAFETY: resetting a signal to its default action, and raising it,
+        // are async-signal-safe.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            if code <= 0 {
+                libc::raise(sig);
+            }
+        }
     } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the previous handler was installed with this signature.
         let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
@@ -122,6 +136,8 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(prev.sa_sigaction) };
         f(sig);
     }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
 }
 
 /// Writes "spindle: task#<slot>.<version> overflowed its <n>-byte stack; aborting" and
@@ -134,10 +150,12 @@ fn report(r: Running) -> ! {
         buf[len..len + n].copy_from_slice(&s[..n]);
         len += n;
     };
+    // As TaskId's Display: pure bit arithmetic, safe here.
+    let id = crate::TaskId::from_u64(r.id);
     put(b"\nspindle: task#");
-    put(decimal(r.id & 0xffff_ffff, &mut [0; 20]));
+    put(decimal(u64::from(id.slot()), &mut [0; 20]));
     put(b".");
-    put(decimal(r.id >> 32, &mut [0; 20]));
+    put(decimal(id.version(), &mut [0; 20]));
     put(b" overflowed its ");
     put(decimal(r.stack_size as u64, &mut [0; 20]));
     put(b"-byte stack; aborting (give it more with task::Builder::stack_size)\n");

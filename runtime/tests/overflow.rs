@@ -6,6 +6,8 @@
 use std::process::Command;
 
 const CHILD: &str = "SPINDLE_OVERFLOW_CHILD";
+/// How a child names the task that will overflow, on stderr.
+const CHILD_SAYS: &str = "child: the overflowing task is ";
 
 #[inline(never)]
 fn recurse(depth: u64) -> u64 {
@@ -21,6 +23,7 @@ fn an_overflowing_task_is_named_and_the_process_aborts() {
     if std::env::var_os(CHILD).is_some() {
         let rt = spindle::Runtime::builder().workers(1).build().unwrap();
         let h = rt.spawn(|| recurse(0));
+        eprintln!("{CHILD_SAYS}{}", h.id());
         let _ = h.join();
         unreachable!("the overflow must abort the process");
     }
@@ -40,16 +43,18 @@ fn assert_child_reports_an_overflow_and_aborts(test: &str) {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
+    // The report names the task as its TaskId displays, where the child
+    // told us which task it was.
+    let named = match stderr.lines().find_map(|l| l.strip_prefix(CHILD_SAYS)) {
+        Some(id) => format!("spindle: {id} overflowed its 262144-byte stack"),
+        None => "spindle: task#".to_string(),
+    };
     assert!(
-        stderr.contains("spindle: task#") && stderr.contains("overflowed its 262144-byte stack"),
-        "stderr was: {stderr}"
+        stderr.contains(&named) && stderr.contains("overflowed its 262144-byte stack"),
+        "expected {named:?}; stderr was: {stderr}"
     );
     use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(libc_sigabrt()), "aborted");
-}
-
-fn libc_sigabrt() -> i32 {
-    6
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "aborted");
 }
 
 /// Recurses until the stack runs out when dropped.
@@ -87,5 +92,38 @@ fn an_overflow_while_a_cancelled_task_unwinds_is_named() {
     }
     assert_child_reports_an_overflow_and_aborts(
         "an_overflow_while_a_cancelled_task_unwinds_is_named",
+    );
+}
+
+/// A SIGSEGV sent to the process (not a fault) while the default action was
+/// in place before spindle's handler still kills it: the handler, which
+/// passes on what is not an overflow, sends it again rather than swallow
+/// it. (Found by review: it restored the default and returned, which ends
+/// a fault, since the fault repeats, but not a sent signal.)
+#[test]
+fn a_sent_sigsegv_is_not_swallowed() {
+    if std::env::var_os(CHILD).is_some() {
+        // SAFETY: resetting SIGSEGV to its default action (std installed
+        // a handler of its own) before any other thread exists.
+        unsafe { libc::signal(libc::SIGSEGV, libc::SIG_DFL) };
+        let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+        rt.block_on(|| {
+            // SAFETY: raise(3) has no preconditions.
+            unsafe { libc::raise(libc::SIGSEGV) };
+        });
+        println!("survived a SIGSEGV");
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["a_sent_sigsegv_is_not_swallowed", "--exact", "--nocapture"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGSEGV),
+        "stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
     );
 }
