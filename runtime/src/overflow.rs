@@ -10,8 +10,8 @@
 //! to the handler that was installed before (std's, or the default action).
 //!
 //! The handler is async-signal-safe: it reads a `const`-initialised
-//! thread-local, formats into a stack buffer, and calls only `write` and
-//! `abort`.
+//! thread-local, formats into a stack buffer, and calls only `write`,
+//! `abort`, `signal` and `raise` (saving and restoring `errno`).
 
 use std::cell::Cell;
 use std::mem::MaybeUninit;
@@ -115,17 +115,23 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         }
     };
     if prev.sa_sigaction == libc::SIG_DFL || prev.sa_sigaction == libc::SIG_IGN {
-        // Restore the default and return: a fault repeats and kills us with
-        // the right signal. A sent signal does not repeat: send it again,
-        // to be delivered (to the default action) once we return.
-        // SAFETY: resetting a signal to its default action, and raising it,
-        // are async-signal-safe.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-            if code <= 0 {
+        if code > 0 {
+            // A fault: restore the default and return. The fault repeats
+            // and kills us with the right signal (the kernel does not let a
+            // fault be ignored).
+            // SAFETY: resetting a signal to its default action is
+            // async-signal-safe.
+            unsafe { libc::signal(sig, libc::SIG_DFL) };
+        } else if prev.sa_sigaction == libc::SIG_DFL {
+            // A sent signal does not repeat: send it again, to be delivered
+            // to the default action once we return.
+            // SAFETY: as above; raise(3) is async-signal-safe too.
+            unsafe {
+                libc::signal(sig, libc::SIG_DFL);
                 libc::raise(sig);
             }
         }
+        // A sent signal that was ignored before us is ignored still.
     } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the previous handler was installed with this signature.
         let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =

@@ -22,8 +22,19 @@ fn recurse(depth: u64) -> u64 {
 fn an_overflowing_task_is_named_and_the_process_aborts() {
     if std::env::var_os(CHILD).is_some() {
         let rt = spindle::Runtime::builder().workers(1).build().unwrap();
-        let h = rt.spawn(|| recurse(0));
-        eprintln!("{CHILD_SAYS}{}", h.id());
+        let named = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let go = named.clone();
+        let h = rt.spawn(move || {
+            // Not before the parent knows which task this is.
+            while !go.load(std::sync::atomic::Ordering::SeqCst) {
+                spindle::yield_now();
+            }
+            recurse(0)
+        });
+        // One write, so that the line is whole whatever comes next.
+        let line = format!("{CHILD_SAYS}{}\n", h.id());
+        std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes()).unwrap();
+        named.store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = h.join();
         unreachable!("the overflow must abort the process");
     }
@@ -47,7 +58,7 @@ fn assert_child_reports_an_overflow_and_aborts(test: &str) {
     // told us which task it was.
     let named = match stderr.lines().find_map(|l| l.strip_prefix(CHILD_SAYS)) {
         Some(id) => format!("spindle: {id} overflowed its 262144-byte stack"),
-        None => "spindle: task#".to_string(),
+        None => "spindle: task#".to_string(), // a child that does not say
     };
     assert!(
         stderr.contains(&named) && stderr.contains("overflowed its 262144-byte stack"),
@@ -104,7 +115,7 @@ fn an_overflow_while_a_cancelled_task_unwinds_is_named() {
 fn a_sent_sigsegv_is_not_swallowed() {
     if std::env::var_os(CHILD).is_some() {
         // SAFETY: resetting SIGSEGV to its default action (std installed
-        // a handler of its own) before any other thread exists.
+        // a handler of its own); signal(2) is safe with threads about.
         unsafe { libc::signal(libc::SIGSEGV, libc::SIG_DFL) };
         let rt = spindle::Runtime::builder().workers(1).build().unwrap();
         rt.block_on(|| {
