@@ -247,11 +247,11 @@ fn a_notification_taken_by_a_waiter_whose_deadline_passes_is_passed_on() {
         let pair = pair.clone();
         std::thread::spawn(move || {
             let (m, cv) = &*pair;
-            let wait = || {
-                let mut g = m.lock()?;
-                *g += 1; // queued (or about to be)
-                cv.wait_until(g, own).map(|_| ())
-            };
+            // Counted outside the scope: however late this thread starts,
+            // the count moves and the main thread goes on.
+            let mut g = m.lock().unwrap();
+            *g += 1; // queued (or about to be)
+            let wait = || cv.wait_until(g, own).map(|_| ());
             match deadline {
                 Some(d) => spindle::with_deadline(d, wait),
                 None => wait(),
