@@ -138,7 +138,7 @@ impl fmt::Display for WaitError {
 
 impl std::error::Error for WaitError {}
 
-/// A bad argument to [`Runtime::set_workers`](crate::Runtime::set_workers).
+/// Why [`Runtime::set_workers`](crate::Runtime::set_workers) failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SetWorkersError {
     /// Workers can only be added, never removed (as `bthread_setconcurrency`).
@@ -149,7 +149,11 @@ pub enum SetWorkersError {
     ShuttingDown,
     /// The OS refused a new worker thread (the workers started before it
     /// stay: [`Runtime::workers`](crate::Runtime::workers) says how many).
-    Spawn(std::io::ErrorKind),
+    Spawn {
+        kind: std::io::ErrorKind,
+        /// The OS's error number, when it gave one.
+        os_error: Option<i32>,
+    },
 }
 
 impl fmt::Display for SetWorkersError {
@@ -163,7 +167,14 @@ impl fmt::Display for SetWorkersError {
                 write!(f, "{requested} workers requested, at most {max} are supported")
             }
             SetWorkersError::ShuttingDown => f.write_str("the runtime is shutting down"),
-            SetWorkersError::Spawn(kind) => write!(f, "cannot start a worker thread: {kind}"),
+            SetWorkersError::Spawn { kind, os_error } => match os_error {
+                Some(code) => write!(
+                    f,
+                    "cannot start a worker thread: {}",
+                    std::io::Error::from_raw_os_error(*code)
+                ),
+                None => write!(f, "cannot start a worker thread: {kind}"),
+            },
         }
     }
 }

@@ -274,7 +274,10 @@ impl Runtime {
         }
         self.add_workers(n).map_err(|e| {
             tracing::error!(error = %e, "cannot start a worker thread");
-            SetWorkersError::Spawn(e.kind())
+            SetWorkersError::Spawn {
+                kind: e.kind(),
+                os_error: e.raw_os_error(),
+            }
         })
     }
 

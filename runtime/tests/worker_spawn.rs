@@ -45,7 +45,7 @@ fn refuse_a_worker_thread() {
     set_address_space_limit(before);
 
     match refused {
-        Err(spindle::SetWorkersError::Spawn(kind)) => println!("refused: {kind}"),
+        Err(e @ spindle::SetWorkersError::Spawn { .. }) => println!("refused: {e}"),
         other => panic!("expected a spawn error, got {other:?}"),
     }
     assert_eq!(rt.workers(), 1, "the refused worker is not counted");
@@ -82,7 +82,7 @@ fn set_address_space_limit(soft: libc::rlim_t) -> libc::rlim_t {
     // SAFETY: `r` is a valid rlimit for the kernel to fill in.
     assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) }, 0);
     let before = r.rlim_cur;
-    r.rlim_cur = soft;
+    r.rlim_cur = soft.min(r.rlim_max);
     // SAFETY: as above; a soft limit at most the hard one is always allowed.
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &r) }, 0);
     before
