@@ -20,6 +20,11 @@ fn main() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
     });
+    assert_eq!(
+        total,
+        (0..10_000u64).sum::<u64>(),
+        "every task's value came back"
+    );
     println!(
         "10 000 tasks slept 10 ms each and summed to {total} in {:?} on {} workers",
         start.elapsed(),

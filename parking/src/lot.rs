@@ -63,8 +63,10 @@ impl ParkingLot {
         Self::default()
     }
 
-    /// Records `n` signals and wakes up to `n` waiters. Returns how many
-    /// threads were woken (0 without a syscall when nobody waits).
+    /// Moves the lot's state on (so that a waiter that read the old state
+    /// does not sleep) and wakes up to `n` waiters; `n == 0` does neither.
+    /// Returns how many threads were woken (0 without a syscall when nobody
+    /// waits).
     pub fn signal(&self, n: u32) -> usize {
         if n == 0 {
             return 0;

@@ -1,8 +1,13 @@
 //! The errors of spindle's public API.
 //!
 //! Enums without payload derive `Debug, Clone, Copy, PartialEq, Eq`; every
-//! error implements `std::error::Error + Send + Sync + 'static` and says what
-//! went wrong in its `Display`.
+//! error implements `std::error::Error + Send + 'static` and says what went
+//! wrong in its `Display`, and all but [`JoinError`] are `Sync` too.
+//! `JoinError::Panicked` holds the panic payload as `std::thread` gives it,
+//! a `Box<dyn Any + Send>`, which is not `Sync` (a payload may be a `Cell`),
+//! and hands it out by reference: so `JoinError` cannot be `Sync` either.
+//! To put it in a `Box<dyn Error + Send + Sync>`, take the payload out
+//! ([`JoinError::into_panic`]) or convert it to its message first.
 
 use std::any::Any;
 use std::fmt;

@@ -13,8 +13,10 @@
 //!   yielded, or was woken by a task of this worker).
 //! - `remote` (in [`GroupShared`]): started tasks woken by other threads.
 //!
-//! The loop takes work in this order: `fresh`, then `ready` (so a yield goes
-//! behind the tasks spawned before it), with the `remote` queue appended to
+//! The loop takes work in this order: `next` (the child of a
+//! `spawn_urgent`), the LIFO slot (the last task spawned here, likeliest to
+//! be joined next), `fresh`, then `ready` (so a yield goes behind the tasks
+//! spawned before it), with the `remote` queue appended to
 //! `ready` just before each take from it and before a yield is queued (so a
 //! woken task waits behind the started tasks that were ready before it, not
 //! behind later yields); every

@@ -4,13 +4,14 @@
 //! threads. Inside a task you write ordinary blocking code — [`sleep`],
 //! [`JoinHandle::join`], [`Butex::wait`], locking a [`sync::Mutex`] — and only
 //! the task blocks; its worker runs others meanwhile. The design follows
-//! bRPC's bthread (see `docs/` and `DESIGN.md`):
+//! bRPC's bthread (see `docs/design.md`):
 //!
 //! - [`Runtime`] is a `TaskControl`: worker threads, each a `TaskGroup` with
 //!   a work-stealing deque, a remote queue and a parking lot slot;
 //! - tasks are corosensei coroutines on pooled, guard-paged stacks;
 //! - one shared `spindle_timer::TimerThread` wakes sleeping tasks by putting
-//!   them back on their worker's remote queue;
+//!   them back on their worker's remote queue (an idle worker ends its own
+//!   tasks' sleeps itself, which is what makes them accurate);
 //! - [`Butex`] is the one wait primitive; everything that blocks is built on it.
 //!
 //! ```

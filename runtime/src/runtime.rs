@@ -70,8 +70,9 @@ impl Builder {
         self
     }
 
-    /// The default stack size of this runtime's tasks, in bytes: at least
-    /// 16 KiB (64 KiB in a debug build of spindle, whose frames are larger).
+    /// The default stack size of this runtime's tasks, in bytes. Smaller
+    /// sizes are rounded up to 16 KiB (64 KiB in a debug build of spindle,
+    /// whose frames are larger); over 1 TiB, `build` fails.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = bytes;
         self
@@ -115,8 +116,9 @@ impl Builder {
         self
     }
 
-    /// Starts the runtime. Bad values (0 or too many workers, a stack size
-    /// out of range, a `sleep_spin` over 10 ms) are `InvalidInput` errors.
+    /// Starts the runtime. Bad values (0 or more than 256 workers, a stack
+    /// size over 1 TiB, a `sleep_spin` over 10 ms) are `InvalidInput`
+    /// errors; a worker thread the OS refuses is its error.
     pub fn build(self) -> io::Result<Runtime> {
         let workers = match self.workers {
             Some(n) => n,
@@ -190,8 +192,9 @@ impl Runtime {
     /// Spawns `f` on this runtime.
     ///
     /// # Panics
-    /// If no stack can be had; [`task::Builder`](crate::task::Builder)
-    /// returns the error instead.
+    /// If the task cannot be made (no stack can be had, the task table is
+    /// full, or the runtime is shutting down);
+    /// [`task::Builder`](crate::task::Builder) returns the error instead.
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -205,6 +208,11 @@ impl Runtime {
     /// Runs `f` as a task of this runtime and blocks this OS thread until it
     /// returns; re-raises its panic. `f` may borrow from the caller, and runs
     /// under the caller's `with_deadline` scope, if any.
+    ///
+    /// # Panics
+    /// With `f`'s panic; if the task cannot be made (as [`spawn`](Self::spawn));
+    /// and if the runtime stops before `f` returns (`f` is then unwound, as
+    /// every task cancelled by the stop).
     pub fn block_on<F, T>(&self, f: F) -> T
     where
         F: FnOnce() -> T + Send,
@@ -254,7 +262,9 @@ impl Runtime {
     }
 
     /// Grows the runtime to `n` workers. Shrinking, 0 or more than 256 are
-    /// errors (like bthread_setconcurrency, workers are never removed).
+    /// errors (like bthread_setconcurrency, workers are never removed), and
+    /// so is a runtime shutting down. If the OS refuses a thread, the
+    /// workers started before it stay and the error says why.
     pub fn set_workers(&self, n: usize) -> Result<(), SetWorkersError> {
         let current = self.workers();
         if n > MAX_WORKERS {
@@ -427,6 +437,9 @@ pub(crate) fn global() -> &'static Runtime {
 }
 
 /// The global runtime (started on first use).
+///
+/// # Panics
+/// If the global runtime cannot start (the OS refuses its threads).
 pub fn global_runtime() -> &'static Runtime {
     global()
 }

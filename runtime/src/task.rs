@@ -70,8 +70,9 @@ impl Builder {
         self
     }
 
-    /// The task's stack size in bytes (at least 16 KiB; 64 KiB in a debug
-    /// build of spindle). Stacks of the runtime's default size are pooled;
+    /// The task's stack size in bytes. Smaller sizes are rounded up to 16
+    /// KiB (64 KiB in a debug build of spindle); over 1 TiB, `spawn` fails
+    /// with `InvalidInput`. Stacks of the runtime's default size are pooled;
     /// others are mapped for this task and unmapped when it ends.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
@@ -80,7 +81,8 @@ impl Builder {
 
     /// Spawns `f` on the current task's runtime, or the global one on a
     /// plain thread. Fails if no stack can be had (the mapping failed, or
-    /// the size is out of range) or the task table is full.
+    /// the size is over 1 TiB), if the task table is full, or if the runtime
+    /// is shutting down.
     pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -378,7 +380,7 @@ pub struct JoinHandle<T> {
     _result: PhantomData<fn() -> T>,
 }
 
-// JoinHandle<T> is Send + Sync for T: Send (via fn() -> T and TaskRef);
+// JoinHandle<T> is Send + Sync for every T (via fn() -> T and TaskRef);
 // pinned by a doctest in lib.rs.
 
 impl<T> fmt::Debug for JoinHandle<T> {
@@ -402,7 +404,8 @@ impl<T> JoinHandle<T> {
         self.id
     }
 
-    /// Whether the task has ended (its result is ready, or it panicked).
+    /// Whether the task has ended: its result is ready, it panicked, or it
+    /// was cancelled when its runtime stopped.
     pub fn is_finished(&self) -> bool {
         self.task.join.value().load(Ordering::Acquire) != RUNNING
     }
@@ -470,8 +473,9 @@ impl<T> Drop for JoinHandle<T> {
 /// task's runtime, or on the global runtime from a plain thread.
 ///
 /// # Panics
-/// If no stack can be had for the task; use [`Builder::spawn`] to get the
-/// error instead.
+/// If the task cannot be made: no stack can be had, the task table is full,
+/// or the runtime is shutting down. [`Builder::spawn`] returns that error
+/// instead.
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,

@@ -95,8 +95,10 @@ pub fn usleep(micros: u64) -> Result<(), SleepError> {
 }
 
 /// Sleeps until `deadline`. Inside a task only the task sleeps: the worker
-/// runs others, and the shared timer thread queues the task again at the
-/// deadline. On a plain thread this is an OS sleep.
+/// runs others, and at the deadline the shared timer thread queues the task
+/// again, or the worker itself runs it if it is idle by then (polling
+/// through the last [`Builder::sleep_spin`](crate::Builder::sleep_spin)
+/// before it). On a plain thread this is an OS sleep.
 ///
 /// A deadline in the past yields (as bthread's `usleep(0)`: it neither
 /// fails with nor consumes a pending interrupt, which ends the next sleep
@@ -166,15 +168,21 @@ fn sleep_thread(deadline: Option<Instant>) -> Result<(), SleepError> {
     }
 }
 
-/// Wakes task `id` out of its sleep or butex wait with `Interrupted`. If it
-/// is not waiting, the interrupt is remembered and ends its next wait at
-/// once. Each interrupt ends exactly one wait. A join is never interrupted.
+/// Wakes task `id` out of its sleep or [`Butex::wait`](crate::Butex::wait)
+/// with `Interrupted`. If it is not in one, the interrupt is remembered and
+/// ends its next sleep or `Butex::wait` at once. Each interrupt ends exactly
+/// one wait. Joins and the waits of [`sync`](crate::sync) (mutex, condvar,
+/// countdown) are never interrupted: an interrupt that finds the task in one
+/// stays pending for the next sleep or `Butex::wait`. A finished or unknown
+/// id is `NoSuchTask`.
 pub fn interrupt(id: TaskId) -> Result<(), NoSuchTask> {
     signal(id, false)
 }
 
 /// Marks task `id` stopped and interrupts it. From then on its sleeps and
-/// butex waits fail with `Stopped` at once, and [`is_stopped`] is true in it.
+/// `Butex::wait`s fail with `Stopped` at once, and [`is_stopped`] is true in
+/// it. As for [`interrupt`], joins and the waits of `sync` are not ended: a
+/// task blocked in one goes on waiting there.
 pub fn stop(id: TaskId) -> Result<(), NoSuchTask> {
     signal(id, true)
 }
