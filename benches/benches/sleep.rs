@@ -6,9 +6,9 @@
 //!   `spin (floor)` case never sleeps: it reads the clock in a loop until
 //!   the deadline, so its lateness is only the time the machine took the
 //!   CPU away (on a VM, the host descheduling the vCPU). No sleep can beat
-//!   it on the same machine in the same run. `spindle (sleep_spin 1.1 ms)`
-//!   is spindle with workers that poll through their tasks' sleeps instead
-//!   of parking (`Builder::sleep_spin`): a core for precision.
+//!   it on the same machine in the same run. `spindle (polling)` is
+//!   spindle with workers that poll through their tasks' sleeps instead of
+//!   parking (`Builder::sleep_spin(Duration::MAX)`): a core for precision.
 //! - `sleep_lateness_paired/{1ms,100us}`: spindle (default and polling)
 //!   and std sleeps taken in short blocks, each between two runs of the spin floor. A block is
 //!   quiet if the host neither took a spinning CPU away (no spin late by
@@ -19,7 +19,7 @@
 //! - `interrupt_latency`: a task sleeping 10 s is woken from a plain thread;
 //!   from just before the wake call to the sleeper running again. For
 //!   spindle also with the sleeper's worker kept busy by a yielding task,
-//!   so that no thread has to be woken.
+//!   and with the polling runtime, so that no thread has to be woken.
 //! - `pingpong_butex`: two spindle tasks hand a turn back and forth through
 //!   one `spindle::Butex`; per round trip.
 //! - `deadline_churn`: the same turn-taking, per hand-off, with and without a
@@ -144,9 +144,9 @@ fn std_lateness(d: Duration, n: u64) -> Vec<i64> {
         .collect()
 }
 
-/// `Builder::sleep_spin` for the polling spindle case of `sleep_lateness`:
-/// longer than the longest sleep measured.
-const POLL_THROUGH: Duration = Duration::from_micros(1100);
+/// `Builder::sleep_spin` of the polling spindle cases: longer than any
+/// sleep, so that a worker with a sleeping task never parks.
+const POLL_THROUGH: Duration = Duration::MAX;
 
 /// The floor of `sleep_lateness`: a plain thread that spins on the clock
 /// until the deadline instead of sleeping.
@@ -172,7 +172,7 @@ const SLEEPS: [(&str, Duration); 2] = [
 ];
 
 /// A spindle runtime whose workers poll through their tasks' sleeps instead
-/// of parking (`Builder::sleep_spin` longer than the sleep): CPU traded for
+/// of parking (`Builder::sleep_spin` longer than any sleep): CPU traded for
 /// precision, to set beside the floor.
 fn polling_runtime() -> spindle::Runtime {
     spindle::Runtime::builder()
@@ -204,7 +204,7 @@ fn sleep_lateness(c: &mut Criterion, p: &Peers, polling: &spindle::Runtime) {
         let cases: [(&str, Sampler); 6] = [
             ("spindle", Box::new(|n| spindle_lateness(&p.spindle, d, n))),
             (
-                "spindle (sleep_spin 1.1 ms)",
+                "spindle (polling)",
                 Box::new(|n| spindle_lateness(polling, d, n)),
             ),
             ("tokio", Box::new(|n| tokio_lateness(&p.tokio, d, n))),
@@ -499,10 +499,10 @@ fn std_interrupt(n: u64) -> Vec<i64> {
     out
 }
 
-fn interrupt_latency(c: &mut Criterion, p: &Peers) {
+fn interrupt_latency(c: &mut Criterion, p: &Peers, polling: &spindle::Runtime) {
     let name = "interrupt_latency";
     let mut g = latency_group(c, name, Duration::from_millis(1500));
-    let cases: [(&str, Sampler); 5] = [
+    let cases: [(&str, Sampler); 6] = [
         (
             "spindle",
             Box::new(|n| spindle_interrupt(&p.spindle, n, false)),
@@ -510,6 +510,10 @@ fn interrupt_latency(c: &mut Criterion, p: &Peers) {
         (
             "spindle (worker busy)",
             Box::new(|n| spindle_interrupt(&p.spindle, n, true)),
+        ),
+        (
+            "spindle (polling)",
+            Box::new(|n| spindle_interrupt(polling, n, false)),
         ),
         ("tokio", Box::new(|n| tokio_interrupt(&p.tokio, n))),
         ("may", Box::new(may_interrupt)),
@@ -944,7 +948,7 @@ fn main() {
     let polling = polling_runtime();
     sleep_lateness(&mut c, &peers, &polling);
     sleep_lateness_paired(&mut c, &peers, &polling);
-    interrupt_latency(&mut c, &peers);
+    interrupt_latency(&mut c, &peers, &polling);
     pingpong_butex(&mut c, &peers);
     deadline_churn(&mut c, &peers);
     many_sleepers(&mut c, &peers);

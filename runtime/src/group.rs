@@ -493,7 +493,11 @@ impl TaskGroup {
         let mut until = None;
         if let Some(s) = self.next_sleep.get() {
             let ahead = self.shared.config.sleep_spin;
-            if Instant::now() + ahead >= s.deadline {
+            // A lead past the clock's range (`Duration::MAX`): always near.
+            if Instant::now()
+                .checked_add(ahead)
+                .is_none_or(|t| t >= s.deadline)
+            {
                 return None;
             }
             until = Some(s.deadline - ahead);

@@ -81,14 +81,29 @@ fn a_worker_spinning_ahead_of_a_sleep_runs_other_work_and_never_wakes_it_early()
     });
 }
 
+/// `sleep_spin(Duration::MAX)`: workers poll through every sleep of their
+/// tasks, however long (no overflow, no park), and those sleeps still end
+/// on time or by interrupt.
 #[test]
-fn a_sleep_spin_over_10_ms_is_an_error() {
-    let e = Runtime::builder()
-        .sleep_spin(Duration::from_millis(11))
+fn a_sleep_spin_of_any_length_polls_through_long_sleeps() {
+    let rt = Runtime::builder()
+        .workers(2)
+        .sleep_spin(Duration::MAX)
         .build()
-        .unwrap_err();
-    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
-    assert!(e.to_string().contains("sleep_spin"), "{e}");
+        .unwrap();
+    rt.block_on(|| {
+        let t = Instant::now();
+        spindle::sleep(Duration::from_millis(2)).unwrap();
+        assert!(t.elapsed() >= Duration::from_millis(2), "woke early");
+        let sleeper = spindle::spawn(|| spindle::sleep(Duration::from_secs(60)));
+        spindle::sleep(Duration::from_millis(5)).unwrap();
+        spindle::interrupt(sleeper.id()).unwrap();
+        assert_eq!(sleeper.join().unwrap(), Err(SleepError::Interrupted));
+        let forever = spindle::spawn(|| spindle::sleep(Duration::MAX));
+        spindle::sleep(Duration::from_millis(5)).unwrap();
+        spindle::stop(forever.id()).unwrap();
+        assert_eq!(forever.join().unwrap(), Err(SleepError::Stopped));
+    });
 }
 
 #[test]
