@@ -121,16 +121,25 @@ fn spawn_urgent_runs_the_child_first_on_the_same_worker() {
     });
 }
 
+/// Tasks spawned on one worker are stolen by the other. Each task stays
+/// busy until tasks have run on two threads (or 10 s have passed), so the
+/// other worker has all the time it needs to be scheduled and steal, even
+/// on a host that stalls a vCPU for tens of milliseconds; without stealing,
+/// every task spins to the 10 s limit on the one worker and the assertion
+/// fails. (It used to give the other worker 40 ms of busy tasks, and failed
+/// once in a stress run.)
 #[test]
 fn tasks_spawned_on_one_worker_also_run_on_the_other() {
     let rt = rt(2);
+    let seen = Arc::new(Mutex::new(HashSet::new()));
+    let give_up = std::time::Instant::now() + Duration::from_secs(10);
     let threads = rt.block_on(|| {
         let hs: Vec<_> = (0..200)
             .map(|_| {
-                spindle::spawn(|| {
-                    // Busy for a moment so that the other worker steals.
-                    let t = std::time::Instant::now();
-                    while t.elapsed() < Duration::from_micros(200) {
+                let seen = seen.clone();
+                spindle::spawn(move || {
+                    seen.lock().unwrap().insert(os_thread());
+                    while seen.lock().unwrap().len() < 2 && std::time::Instant::now() < give_up {
                         std::hint::spin_loop();
                     }
                     os_thread()
