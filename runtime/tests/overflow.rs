@@ -3,7 +3,11 @@
 //! child process (this same test binary, re-run with an environment
 //! variable), since it must kill the process.
 
-use std::process::Command;
+mod common;
+
+use std::os::unix::process::ExitStatusExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 const CHILD: &str = "SPINDLE_OVERFLOW_CHILD";
 /// How a child names the task that will overflow, on stderr.
@@ -22,11 +26,11 @@ fn recurse(depth: u64) -> u64 {
 fn an_overflowing_task_is_named_and_the_process_aborts() {
     if std::env::var_os(CHILD).is_some() {
         let rt = spindle::Runtime::builder().workers(1).build().unwrap();
-        let named = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let named = Arc::new(AtomicBool::new(false));
         let go = named.clone();
         let h = rt.spawn(move || {
             // Not before the parent knows which task this is.
-            while !go.load(std::sync::atomic::Ordering::SeqCst) {
+            while !go.load(Ordering::SeqCst) {
                 spindle::yield_now();
             }
             recurse(0)
@@ -34,7 +38,7 @@ fn an_overflowing_task_is_named_and_the_process_aborts() {
         // One write, so that the line is whole whatever comes next.
         let line = format!("{CHILD_SAYS}{}\n", h.id());
         std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes()).unwrap();
-        named.store(true, std::sync::atomic::Ordering::SeqCst);
+        named.store(true, Ordering::SeqCst);
         let _ = h.join();
         unreachable!("the overflow must abort the process");
     }
@@ -47,11 +51,7 @@ fn an_overflowing_task_is_named_and_the_process_aborts() {
 /// overflowing) and checks that the child named the task's overflow of its
 /// 256 KiB stack and aborted.
 fn assert_child_reports_an_overflow_and_aborts(test: &str) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture"])
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
+    let out = common::run_in_child(test, CHILD);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     // The report names the task as its TaskId displays, where the child
@@ -64,7 +64,6 @@ fn assert_child_reports_an_overflow_and_aborts(test: &str) {
         stderr.contains(&named) && stderr.contains("overflowed its 262144-byte stack"),
         "expected {named:?}; stderr was: {stderr}"
     );
-    use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(libc::SIGABRT), "aborted");
 }
 
@@ -85,17 +84,17 @@ impl Drop for OverflowsOnDrop {
 fn an_overflow_while_a_cancelled_task_unwinds_is_named() {
     if std::env::var_os(CHILD).is_some() {
         let rt = spindle::Runtime::builder().workers(1).build().unwrap();
-        let started = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let started = Arc::new(AtomicBool::new(false));
         let s = started.clone();
         drop(rt.spawn(move || {
             let _unwinds_badly = OverflowsOnDrop;
-            s.store(true, std::sync::atomic::Ordering::SeqCst);
+            s.store(true, Ordering::SeqCst);
             // Always queued between its turns: the stop cancels it.
             loop {
                 spindle::yield_now();
             }
         }));
-        while !started.load(std::sync::atomic::Ordering::SeqCst) {
+        while !started.load(Ordering::SeqCst) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         rt.shutdown();
@@ -125,12 +124,7 @@ fn a_sent_sigsegv_is_not_swallowed() {
         println!("survived a SIGSEGV");
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["a_sent_sigsegv_is_not_swallowed", "--exact", "--nocapture"])
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
-    use std::os::unix::process::ExitStatusExt;
+    let out = common::run_in_child("a_sent_sigsegv_is_not_swallowed", CHILD);
     assert_eq!(
         out.status.signal(),
         Some(libc::SIGSEGV),

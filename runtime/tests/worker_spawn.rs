@@ -4,7 +4,7 @@
 //! for the whole process: so it runs in a child process (this same test
 //! binary, re-run with an environment variable).
 
-use std::process::Command;
+mod common;
 
 const CHILD: &str = "SPINDLE_WORKER_SPAWN_CHILD";
 /// What the child prints once every check passed.
@@ -16,15 +16,10 @@ fn a_refused_worker_thread_is_reported_and_the_runtime_goes_on() {
         refuse_a_worker_thread();
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "a_refused_worker_thread_is_reported_and_the_runtime_goes_on",
-            "--exact",
-            "--nocapture",
-        ])
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
+    let out = common::run_in_child(
+        "a_refused_worker_thread_is_reported_and_the_runtime_goes_on",
+        CHILD,
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

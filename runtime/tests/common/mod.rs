@@ -19,3 +19,15 @@ pub fn max_map_count() -> usize {
         .parse()
         .expect("a number")
 }
+
+/// Runs `test` of this test binary again, in a child process with the
+/// environment variable `var` set: the child sees `var` and does the part
+/// that must not happen in the test process (abort it, limit it as a
+/// whole). Returns how the child ended.
+pub fn run_in_child(test: &str, var: &str) -> std::process::Output {
+    std::process::Command::new(std::env::current_exe().expect("the test binary's path"))
+        .args([test, "--exact", "--nocapture"])
+        .env(var, "1")
+        .output()
+        .expect("run the test binary again")
+}
