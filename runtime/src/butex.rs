@@ -338,7 +338,6 @@ impl Butex {
         loop {
             let mut batch: [Option<Wake>; BATCH] = std::array::from_fn(|_| None);
             let mut len = 0;
-            let mut more = true;
             {
                 let mut list = self.lock();
                 // Waiters are linked in ticket order: those before `end`
@@ -346,7 +345,6 @@ impl Butex {
                 let end = *end.get_or_insert(list.pushed);
                 while len < BATCH {
                     let Some(node) = list.front().filter(|f| f.ticket.get() < end) else {
-                        more = false;
                         break;
                     };
                     let node: *const WaitNode = node;
@@ -359,7 +357,7 @@ impl Butex {
                 w.deliver();
             }
             n += len;
-            if !more {
+            if len < BATCH {
                 return n;
             }
         }

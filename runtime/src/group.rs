@@ -712,7 +712,7 @@ fn report_overflows_of(t: TaskRef) {
     overflow::set_running(Some(overflow::Running {
         guard_lo: guard.0,
         guard_hi: guard.1,
-        id: t.id().as_u64(),
+        id: t.id(),
         stack_size,
     }));
 }

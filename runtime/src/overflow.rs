@@ -23,7 +23,7 @@ pub(crate) struct Running {
     /// The guard page: `[guard_lo, guard_hi)`.
     pub(crate) guard_lo: usize,
     pub(crate) guard_hi: usize,
-    pub(crate) id: u64,
+    pub(crate) id: crate::TaskId,
     pub(crate) stack_size: usize,
 }
 
@@ -157,11 +157,10 @@ fn report(r: Running) -> ! {
         len += n;
     };
     // As TaskId's Display: pure bit arithmetic, safe here.
-    let id = crate::TaskId::from_u64(r.id);
     put(b"\nspindle: task#");
-    put(decimal(u64::from(id.slot()), &mut [0; 20]));
+    put(decimal(u64::from(r.id.slot()), &mut [0; 20]));
     put(b".");
-    put(decimal(id.version(), &mut [0; 20]));
+    put(decimal(r.id.version(), &mut [0; 20]));
     put(b" overflowed its ");
     put(decimal(r.stack_size as u64, &mut [0; 20]));
     put(b"-byte stack; aborting (give it more with task::Builder::stack_size)\n");

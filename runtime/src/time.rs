@@ -115,12 +115,12 @@ fn sleep_forever() -> Result<(), SleepError> {
 }
 
 fn sleep_inner(deadline: Option<Instant>) -> Result<(), SleepError> {
-    let Some(t) = group::current_task() else {
-        return sleep_thread(deadline);
-    };
-    if t.stopped.load(Ordering::Acquire) {
+    let task = group::current_task();
+    if task.is_some_and(|t| t.stopped.load(Ordering::Acquire)) {
         return Err(SleepError::Stopped);
     }
+    // A past deadline, in a task or on a thread: a yield, then the scope's
+    // verdict.
     if deadline.is_some_and(|d| d <= Instant::now()) {
         crate::yield_now();
         return match scope_deadline() {
@@ -128,6 +128,9 @@ fn sleep_inner(deadline: Option<Instant>) -> Result<(), SleepError> {
             _ => Ok(()),
         };
     }
+    let Some(t) = task else {
+        return sleep_thread(deadline);
+    };
     let expected = t.sleep.value().load(Ordering::Relaxed);
     match butex::wait(&t.sleep, expected, deadline, true) {
         // Nobody wakes the sleep butex: a wake-up is spurious; treat it as a
@@ -141,14 +144,6 @@ fn sleep_inner(deadline: Option<Instant>) -> Result<(), SleepError> {
 }
 
 fn sleep_thread(deadline: Option<Instant>) -> Result<(), SleepError> {
-    if deadline.is_some_and(|d| d <= Instant::now()) {
-        // As in a task: a yield, then the scope's verdict.
-        std::thread::yield_now();
-        return match scope_deadline() {
-            Some(s) if s <= Instant::now() => Err(SleepError::DeadlineExceeded),
-            _ => Ok(()),
-        };
-    }
     let (until, by_scope) = effective_deadline(deadline);
     match until {
         None => loop {
