@@ -35,9 +35,7 @@ fn an_overflowing_task_is_named_and_the_process_aborts() {
             }
             recurse(0)
         });
-        // One write, so that the line is whole whatever comes next.
-        let line = format!("{CHILD_SAYS}{}\n", h.id());
-        std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes()).unwrap();
+        say_which_task(h.id());
         named.store(true, Ordering::SeqCst);
         let _ = h.join();
         unreachable!("the overflow must abort the process");
@@ -45,6 +43,13 @@ fn an_overflowing_task_is_named_and_the_process_aborts() {
     assert_child_reports_an_overflow_and_aborts(
         "an_overflowing_task_is_named_and_the_process_aborts",
     );
+}
+
+/// Tells the parent, on stderr, which task will overflow: in one write, so
+/// that the line is whole whatever the process does next.
+fn say_which_task(id: spindle::TaskId) {
+    let line = format!("{CHILD_SAYS}{id}\n");
+    std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes()).unwrap();
 }
 
 /// Runs `test` of this binary in a child process (which does the
@@ -56,12 +61,13 @@ fn assert_child_reports_an_overflow_and_aborts(test: &str) {
     assert!(!out.status.success());
     // The report names the task as its TaskId displays, where the child
     // told us which task it was.
-    let named = match stderr.lines().find_map(|l| l.strip_prefix(CHILD_SAYS)) {
-        Some(id) => format!("spindle: {id} overflowed its 262144-byte stack"),
-        None => "spindle: task#".to_string(), // a child that does not say
-    };
+    let id = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix(CHILD_SAYS))
+        .unwrap_or_else(|| panic!("the child named no task; stderr was: {stderr}"));
+    let named = format!("spindle: {id} overflowed its 262144-byte stack");
     assert!(
-        stderr.contains(&named) && stderr.contains("overflowed its 262144-byte stack"),
+        stderr.contains(&named),
         "expected {named:?}; stderr was: {stderr}"
     );
     assert_eq!(out.status.signal(), Some(libc::SIGABRT), "aborted");
@@ -86,14 +92,16 @@ fn an_overflow_while_a_cancelled_task_unwinds_is_named() {
         let rt = spindle::Runtime::builder().workers(1).build().unwrap();
         let started = Arc::new(AtomicBool::new(false));
         let s = started.clone();
-        drop(rt.spawn(move || {
+        let h = rt.spawn(move || {
             let _unwinds_badly = OverflowsOnDrop;
             s.store(true, Ordering::SeqCst);
             // Always queued between its turns: the stop cancels it.
             loop {
                 spindle::yield_now();
             }
-        }));
+        });
+        say_which_task(h.id());
+        drop(h);
         while !started.load(Ordering::SeqCst) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
