@@ -507,7 +507,9 @@ impl std::ops::Deref for TaskRef {
 }
 
 // The wake lines are three cache lines (see `TaskMeta`): a field added
-// before `slot` must not push them into a fourth.
+// before `slot` must not push them into a fourth. (Not under loom, whose
+// atomics and locks are larger and model, not measure.)
+#[cfg(not(loom))]
 const _: () = assert!(std::mem::offset_of!(TaskMeta, slot) <= 3 * 64);
 
 const SEGMENT: usize = 256;
