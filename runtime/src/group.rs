@@ -337,10 +337,13 @@ impl TaskGroup {
                 "runtime stopped with tasks blocked in a wait: they are left in place"
             );
             std::mem::forget(Arc::clone(&self.shared));
-            // That pool is never dropped: unmap its idle stacks now, so they
-            // do not hold the process-wide pool limit for good.
+            // That pool is never dropped: unmap its idle stacks now, and
+            // those the other workers give back as they exit after us (when
+            // the runtime is dropped from one of its own tasks, nobody waits
+            // for them), so they do not hold memory and the process-wide
+            // pool limit for good.
             self.stacks.borrow_mut().clear();
-            self.shared.stacks.trim();
+            self.shared.stacks.abandon();
         } else {
             self.shared.stacks.give_all(&mut self.stacks.borrow_mut());
         }
