@@ -16,9 +16,30 @@
 //! because under `--cfg loom` it becomes an emulation (a loom mutex and
 //! condition variable that check the word under the lock, as the kernel does)
 //! that loom can explore.
+//!
+//! Each thread counts the futex calls it makes ([`calls_on_this_thread`]):
+//! tests use it to show that a path makes none.
 
+use std::cell::Cell;
 use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
+
+thread_local! {
+    /// Futex system calls made by this thread.
+    static CALLS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many futex system calls ([`wait`], [`wake`] and the like) the calling
+/// thread has made so far. For tests and diagnostics: a path that must make
+/// no system call in its common case can be checked with two readings.
+pub fn calls_on_this_thread() -> u64 {
+    CALLS.try_with(Cell::get).unwrap_or(0)
+}
+
+/// Counts one futex call (none once the thread's locals are gone).
+fn count_call() {
+    let _ = CALLS.try_with(|c| c.set(c.get() + 1));
+}
 
 /// Blocks while `*atom == expected`, at most `timeout` (`None`: no limit).
 ///
@@ -50,6 +71,7 @@ pub fn wait_until(atom: &AtomicU32, expected: u32, deadline: Option<Instant>) ->
         .as_ref()
         .map_or(std::ptr::null(), |ts| ts as *const libc::timespec);
     loop {
+        count_call();
         // SAFETY: `atom` is a valid, aligned u32 for the duration of the call
         // (we hold a reference to it); `ts_ptr` is null or points at a
         // timespec that lives on this stack frame until the call returns.
@@ -84,6 +106,7 @@ pub fn wait_until(atom: &AtomicU32, expected: u32, deadline: Option<Instant>) ->
 /// were woken.
 pub fn wake(atom: &AtomicU32, n: u32) -> usize {
     let n = n.min(i32::MAX as u32) as libc::c_int;
+    count_call();
     // SAFETY: `atom` is a valid, aligned u32; FUTEX_WAKE reads nothing else.
     let r = unsafe {
         libc::syscall(

@@ -1,8 +1,15 @@
-//! The hot paths allocate nothing in steady state: spawn + join from a task,
-//! yield, wake + wait on a Butex, and a timed wait whose timer is armed and
-//! cancelled. Counted by a global allocator, in a binary of its own.
+//! The hot paths allocate nothing and make no futex call (the system call
+//! they would make to park or wake a thread) in steady state: spawn + join
+//! from a task, yield, wake + wait on a Butex, a timed wait whose timer is
+//! armed and cancelled, and an uncontended `sync::Mutex`, which arms no
+//! timer either, even inside a deadline scope. Allocations are counted by a
+//! global allocator, in a binary of its own; futex calls by the parking
+//! crate, per thread.
 
+use spindle::sync::Mutex;
 use spindle::{Butex, Runtime};
+use spindle_parking::futex::calls_on_this_thread;
+use spindle_timer::TimerThread;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -32,27 +39,66 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static A: Counting = Counting;
 
+/// What some rounds of a hot path cost beyond their work.
+#[derive(Debug, PartialEq)]
+struct Cost {
+    allocations: usize,
+    /// Futex calls made by the calling thread (a task's worker).
+    futex_calls: u64,
+}
+
+const FREE: Cost = Cost {
+    allocations: 0,
+    futex_calls: 0,
+};
+
 /// Runs `round` many times to warm every cache up, then counts what further
-/// rounds allocate.
-fn allocations_in_steady_state(round: impl Fn()) -> usize {
+/// rounds allocate and the futex calls they make on this thread.
+fn steady_state(round: impl Fn()) -> Cost {
     for _ in 0..50_000 {
         round();
     }
-    let before = ALLOCS.load(Ordering::SeqCst);
+    let allocs = ALLOCS.load(Ordering::SeqCst);
+    let calls = calls_on_this_thread();
     for _ in 0..100_000 {
         round();
     }
-    ALLOCS.load(Ordering::SeqCst) - before
+    Cost {
+        allocations: ALLOCS.load(Ordering::SeqCst) - allocs,
+        futex_calls: calls_on_this_thread() - calls,
+    }
+}
+
+/// Uncontended lock + unlock of a `sync::Mutex`, plain and inside a deadline
+/// scope; also checks that no timer was scheduled meanwhile.
+fn uncontended_mutex() -> (Cost, Cost) {
+    let m = Mutex::new(0u64);
+    let scheduled = TimerThread::global().stats().scheduled;
+    let plain = steady_state(|| *m.lock().unwrap() += 1);
+    let scoped = spindle::with_deadline(Instant::now() + Duration::from_secs(600), || {
+        steady_state(|| *m.lock().unwrap() += 1)
+    });
+    assert_eq!(
+        TimerThread::global().stats().scheduled,
+        scheduled,
+        "an uncontended mutex armed a timer"
+    );
+    assert_eq!(m.into_inner(), 300_000);
+    (plain, scoped)
 }
 
 #[test]
-fn hot_paths_allocate_nothing() {
+fn hot_paths_allocate_nothing_and_make_no_futex_call() {
+    // The count is real: a wake with nobody waiting is still a call.
+    let before = calls_on_this_thread();
+    spindle_parking::futex::wake(&std::sync::atomic::AtomicU32::new(0), 1);
+    assert_eq!(calls_on_this_thread(), before + 1);
     let rt = Runtime::builder().workers(1).build().unwrap();
-    let (spawn_join, yields, butex, timed) = rt.block_on(|| {
-        let spawn_join = allocations_in_steady_state(|| {
+    let (spawn_join, yields, butex, timed, mutex) = rt.block_on(|| {
+        let spawn_join = steady_state(|| {
             spindle::spawn(|| 1u64).join().unwrap();
         });
-        let yields = allocations_in_steady_state(spindle::yield_now);
+        let yields = steady_state(spindle::yield_now);
         // A ping-pong through a butex: the partner task waits, we wake.
         let b = Arc::new(Butex::new(0));
         let b2 = b.clone();
@@ -63,7 +109,7 @@ fn hot_paths_allocate_nothing() {
             }
             let _ = b2.wait(v, None);
         });
-        let butex = allocations_in_steady_state(|| {
+        let butex = steady_state(|| {
             b.value().fetch_add(1, Ordering::Release);
             b.wake_one();
             spindle::yield_now();
@@ -83,16 +129,23 @@ fn hot_paths_allocate_nothing() {
             t2.wake_one();
             spindle::yield_now();
         });
-        let timed = allocations_in_steady_state(|| {
+        let timed = steady_state(|| {
             let v = t.value().load(Ordering::Acquire);
             let _ = t.wait(v, Some(Instant::now() + Duration::from_secs(10)));
         });
         t.value().store(u32::MAX, Ordering::Release);
         waker.join().unwrap();
-        (spawn_join, yields, butex, timed)
+        (spawn_join, yields, butex, timed, uncontended_mutex())
     });
-    assert_eq!(spawn_join, 0, "spawn + join allocated");
-    assert_eq!(yields, 0, "yield allocated");
-    assert_eq!(butex, 0, "butex wake/wait allocated");
-    assert_eq!(timed, 0, "a timed wait (timer arm + cancel) allocated");
+    assert_eq!(spawn_join, FREE, "spawn + join");
+    assert_eq!(yields, FREE, "yield");
+    assert_eq!(butex, FREE, "butex wake/wait");
+    assert_eq!(timed, FREE, "a timed wait (timer arm + cancel)");
+    assert_eq!(mutex, (FREE, FREE), "a task's uncontended mutex");
+    // And from a plain thread.
+    assert_eq!(
+        uncontended_mutex(),
+        (FREE, FREE),
+        "a thread's uncontended mutex"
+    );
 }
