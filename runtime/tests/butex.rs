@@ -151,9 +151,12 @@ fn a_waiter_is_interrupted_and_stopped_promptly() {
 
 /// Wake and timeout racing: every wait has exactly one outcome, and a
 /// cancelled timer never ends a later wait (no false TimedOut). A strict
-/// ping-pong: each round, the timed side waits (arming a 10 s timer) until
-/// the other side hands it the turn, so every round is a real timed wait
-/// woken first, on a reused butex.
+/// ping-pong: each round, the timed side waits until the other side hands it
+/// the turn, on a reused butex. Every other wait has a deadline a few dozen
+/// µs away, so that its timer races the wake-up and, when the wake wins, is
+/// cancelled shortly before it would fire; the waits between have 10 s
+/// deadlines. A stale timer firing into a later wait shows as a `TimedOut`
+/// before that wait's own deadline.
 #[test]
 fn a_reused_butex_never_sees_a_false_timeout() {
     let rt = rt(2);
@@ -162,7 +165,8 @@ fn a_reused_butex_never_sees_a_false_timeout() {
     let waited = Arc::new(AtomicUsize::new(0));
     let (t2, w2) = (turn.clone(), waited.clone());
     let timed = rt.spawn(move || {
-        let mut false_timeouts = 0;
+        let (mut false_timeouts, mut timeouts) = (0, 0);
+        let mut waits = 0u64;
         for r in 0..ROUNDS {
             let mine = 2 * r + 1;
             loop {
@@ -171,16 +175,24 @@ fn a_reused_butex_never_sees_a_false_timeout() {
                     break;
                 }
                 w2.fetch_add(1, Ordering::Relaxed);
-                match t2.wait(cur, Some(Instant::now() + Duration::from_secs(10))) {
+                waits += 1;
+                let ahead = if waits % 2 == 0 {
+                    Duration::from_micros(10 + waits % 64)
+                } else {
+                    Duration::from_secs(10)
+                };
+                let deadline = Instant::now() + ahead;
+                match t2.wait(cur, Some(deadline)) {
                     Ok(()) | Err(WaitError::WouldBlock) => {}
-                    Err(WaitError::TimedOut) => false_timeouts += 1,
+                    Err(WaitError::TimedOut) if Instant::now() < deadline => false_timeouts += 1,
+                    Err(WaitError::TimedOut) => timeouts += 1,
                     Err(e) => panic!("{e:?}"),
                 }
             }
             t2.value().store(mine + 1, Ordering::Release);
             t2.wake_one();
         }
-        false_timeouts
+        (false_timeouts, timeouts)
     });
     let t3 = turn.clone();
     let plain = rt.spawn(move || {
@@ -197,13 +209,17 @@ fn a_reused_butex_never_sees_a_false_timeout() {
         }
     });
     plain.join().unwrap();
-    assert_eq!(
-        timed.join().unwrap(),
-        0,
-        "a wait was ended by a stale timer"
+    let (false_timeouts, timeouts) = timed.join().unwrap();
+    assert_eq!(false_timeouts, 0, "a wait was ended by a stale timer");
+    // Most rounds really waited (and so armed a timer), and the short
+    // deadlines really raced their wake-ups: some won (which cancelled a
+    // timer about to fire), some lost.
+    let waited = waited.load(Ordering::Relaxed);
+    assert!(waited > ROUNDS as usize / 2);
+    assert!(
+        timeouts > 0 && timeouts < waited / 2,
+        "{timeouts} of {waited} waits timed out"
     );
-    // Most rounds really waited (and so armed and cancelled a timer).
-    assert!(waited.load(Ordering::Relaxed) > ROUNDS as usize / 2);
 }
 
 /// `wake_all` wakes the waiters queued when it is called, not those that
