@@ -134,9 +134,12 @@ fn a_waiter_is_interrupted_and_stopped_promptly() {
     let rt = rt(2);
     let b = Arc::new(Butex::new(0));
     let b2 = b.clone();
+    let t = Instant::now();
     let h = rt.spawn(move || {
-        let first = b2.wait(0, None);
-        let second = b2.wait(0, None);
+        // Deadlines far beyond the test: a lost signal fails, not hangs.
+        let far = || Some(Instant::now() + Duration::from_secs(30));
+        let first = b2.wait(0, far());
+        let second = b2.wait(0, far());
         (first, second)
     });
     std::thread::sleep(Duration::from_millis(10));
@@ -147,6 +150,7 @@ fn a_waiter_is_interrupted_and_stopped_promptly() {
         h.join().unwrap(),
         (Err(WaitError::Interrupted), Err(WaitError::Stopped))
     );
+    assert!(t.elapsed() < Duration::from_secs(20));
 }
 
 /// Wake and timeout racing: every wait has exactly one outcome, and a

@@ -58,6 +58,9 @@ fn a_call_that_began_before_the_deadline_is_cut_short() {
         let m3 = Mutex::new(());
         let r = spindle::with_deadline(soon(10), || cv.wait(m3.lock().unwrap()).map(|_| ()));
         assert_eq!(r, Err(WaitError::DeadlineExceeded));
+        let ev = CountdownEvent::new(1);
+        let r = spindle::with_deadline(soon(10), || ev.wait());
+        assert_eq!(r, Err(WaitError::DeadlineExceeded));
         holder.join().unwrap();
     });
 }
@@ -73,10 +76,15 @@ fn scopes_nest_and_the_earliest_wins() {
         assert_eq!(r, Err(SleepError::DeadlineExceeded));
         assert!(t.elapsed() < Duration::from_millis(1_500));
         // An inner, later deadline does not extend the outer one.
+        let t = Instant::now();
         let r = spindle::with_deadline(soon(20), || {
             spindle::with_deadline(soon(5_000), || spindle::sleep(Duration::from_secs(10)))
         });
         assert_eq!(r, Err(SleepError::DeadlineExceeded));
+        assert!(
+            t.elapsed() < Duration::from_millis(2_500),
+            "the inner deadline won"
+        );
         // A wait's own earlier deadline is a plain timeout.
         let b = Butex::new(0);
         let r = spindle::with_deadline(soon(5_000), || b.wait(0, Some(soon(5))));
@@ -92,6 +100,25 @@ fn scopes_work_on_plain_threads_too() {
     let r = spindle::with_deadline(soon(10), || spindle::sleep(Duration::from_secs(10)));
     assert_eq!(r, Err(SleepError::DeadlineExceeded));
     assert_eq!(b.wait(1, None), Err(WaitError::WouldBlock));
+    // A mutex held by a task, and a task's join.
+    let rt = rt(1);
+    let m = Arc::new(Mutex::new(()));
+    let (m2, gate) = (m.clone(), Arc::new(CountdownEvent::new(1)));
+    let g2 = gate.clone();
+    let holder = rt.spawn(move || {
+        let _g = m2.lock().unwrap();
+        g2.signal(1);
+        spindle::sleep(Duration::from_millis(300)).unwrap();
+    });
+    gate.wait().unwrap();
+    let t = Instant::now();
+    let r = spindle::with_deadline(soon(10), || m.lock().map(|_| ()));
+    assert_eq!(r, Err(WaitError::DeadlineExceeded));
+    let r = spindle::with_deadline(soon(10), || holder.join());
+    assert!(matches!(r, Err(JoinError::DeadlineExceeded)));
+    assert!(t.elapsed() < Duration::from_millis(250));
+    // The holder, detached by the failed join, ends before the runtime.
+    drop(m.lock().unwrap());
 }
 
 #[test]

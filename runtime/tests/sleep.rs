@@ -3,7 +3,7 @@
 //! what order, never how fast.
 
 use spindle::{Runtime, SleepError};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -114,13 +114,29 @@ fn sleep_on_a_plain_thread_is_an_os_sleep() {
     spindle::usleep(100).unwrap();
 }
 
+/// A zero sleep, a past deadline and `usleep(0)` each yield: another task
+/// that was runnable runs before they return, and none of them sleeps.
 #[test]
 fn zero_and_past_deadlines_yield_and_return() {
     let rt = rt(1);
     rt.block_on(|| {
-        spindle::sleep(Duration::ZERO).unwrap();
-        spindle::sleep_until(Instant::now() - Duration::from_millis(1)).unwrap();
-        spindle::usleep(0).unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let zero_sleeps: [(&str, fn() -> Result<(), SleepError>); 3] = [
+            ("sleep(ZERO)", || spindle::sleep(Duration::ZERO)),
+            ("a past sleep_until", || {
+                spindle::sleep_until(Instant::now() - Duration::from_millis(1))
+            }),
+            ("usleep(0)", || spindle::usleep(0)),
+        ];
+        for (i, (what, zero_sleep)) in zero_sleeps.into_iter().enumerate() {
+            let r = ran.clone();
+            let other = spindle::spawn(move || r.fetch_add(1, Ordering::SeqCst));
+            let t = Instant::now();
+            assert_eq!(zero_sleep(), Ok(()), "{what}");
+            assert!(t.elapsed() < Duration::from_secs(1), "{what} slept");
+            assert_eq!(ran.load(Ordering::SeqCst), i + 1, "{what} did not yield");
+            other.join().unwrap();
+        }
     });
 }
 
@@ -162,20 +178,23 @@ fn a_sleep_of_duration_max_is_forever_and_interruptible() {
     assert_eq!(h.join().unwrap(), Err(SleepError::Stopped));
 }
 
-/// bthread: a task sleeping 1 s is stopped after 10 ms and ends promptly.
+/// bthread: a task sleeping 1 s is stopped after 10 ms and ends promptly:
+/// after the stop, not at the end of its sleep.
 #[test]
 fn a_long_sleep_is_stopped_promptly() {
     let rt = rt(2);
     let t = Instant::now();
     let h = rt.spawn(|| {
         let r = spindle::sleep(Duration::from_secs(1));
-        (r, spindle::is_stopped())
+        (r, spindle::is_stopped(), Instant::now())
     });
     std::thread::sleep(Duration::from_millis(10));
+    let stopped_at = Instant::now();
     spindle::stop(h.id()).unwrap();
-    assert_eq!(h.join().unwrap(), (Err(SleepError::Stopped), true));
-    let took = t.elapsed();
-    assert!(took >= Duration::from_millis(10));
+    let (r, is_stopped, ended_at) = h.join().unwrap();
+    assert_eq!((r, is_stopped), (Err(SleepError::Stopped), true));
+    assert!(ended_at >= stopped_at, "the sleep ended before the stop");
+    let took = ended_at - t;
     assert!(
         took < Duration::from_millis(900),
         "stop did not end the sleep: {took:?}"
@@ -223,28 +242,63 @@ fn stop_racing_the_start_of_a_sleep_is_never_lost() {
     assert!(t.elapsed() < Duration::from_secs(25), "a stop was lost");
 }
 
-#[test]
-fn stop_before_the_first_run_fails_the_first_sleep_at_once() {
+/// Runs `signal` on a task before it first runs (the only worker is held
+/// by a task that spins), then lets it run: it returns what its first
+/// sleep (10 s) and a second one (20 ms) gave, how long the first took, and
+/// whether it saw itself stopped from its start.
+fn signalled_before_the_first_run(
+    signal: fn(spindle::TaskId) -> Result<(), spindle::NoSuchTask>,
+) -> (
+    Result<(), SleepError>,
+    Duration,
+    Result<(), SleepError>,
+    bool,
+) {
     let rt = rt(1);
-    let gate = Arc::new(spindle::Butex::new(0));
-    let g = gate.clone();
-    // Keep the only worker busy so the next task cannot start.
-    let busy = rt.spawn(move || {
-        while g.value().load(Ordering::Acquire) == 0 {
-            let _ = g.wait(0, None);
+    let hold = Arc::new(AtomicUsize::new(1));
+    let (held, h2) = (Arc::new(AtomicUsize::new(0)), hold.clone());
+    let h3 = held.clone();
+    // Holds the only worker without ever suspending.
+    let holder = rt.spawn(move || {
+        h3.store(1, Ordering::SeqCst);
+        while h2.load(Ordering::SeqCst) == 1 {
+            std::hint::spin_loop();
         }
     });
+    while held.load(Ordering::SeqCst) == 0 {
+        std::thread::yield_now();
+    }
     let h = rt.spawn(|| {
+        let stopped_at_start = spindle::is_stopped();
         let t = Instant::now();
-        (spindle::sleep(Duration::from_secs(10)), t.elapsed())
+        let first = spindle::sleep(Duration::from_secs(10));
+        let took = t.elapsed();
+        let second = spindle::sleep(Duration::from_millis(20));
+        (first, took, second, stopped_at_start)
     });
-    spindle::stop(h.id()).unwrap();
-    gate.value().store(1, Ordering::Release);
-    gate.wake_all();
-    busy.join().unwrap();
-    let (r, took) = h.join().unwrap();
-    assert_eq!(r, Err(SleepError::Stopped));
+    signal(h.id()).unwrap();
+    hold.store(0, Ordering::SeqCst);
+    holder.join().unwrap();
+    h.join().unwrap()
+}
+
+#[test]
+fn stop_before_the_first_run_fails_the_first_sleep_at_once() {
+    let (first, took, second, stopped_at_start) = signalled_before_the_first_run(spindle::stop);
+    assert!(stopped_at_start, "the stop was seen from the first run");
+    assert_eq!(first, Err(SleepError::Stopped));
     assert!(took < Duration::from_secs(5));
+    assert_eq!(second, Err(SleepError::Stopped), "a stop is for good");
+}
+
+#[test]
+fn an_interrupt_before_the_first_run_ends_the_first_wait_only() {
+    let (first, took, second, stopped_at_start) =
+        signalled_before_the_first_run(spindle::interrupt);
+    assert!(!stopped_at_start);
+    assert_eq!(first, Err(SleepError::Interrupted));
+    assert!(took < Duration::from_secs(5));
+    assert_eq!(second, Ok(()), "an interrupt is delivered once");
 }
 
 #[test]
@@ -291,4 +345,27 @@ fn join_survives_interrupts_of_the_joiner() {
         let _ = spindle::interrupt(joiner.id());
     }
     assert_eq!(joiner.join().unwrap(), 5);
+}
+
+/// `join` is not ended by a stop of the joiner either; the joiner sees
+/// itself stopped afterwards.
+#[test]
+fn join_survives_a_stop_of_the_joiner() {
+    let rt = rt(2);
+    let joining = Arc::new(AtomicUsize::new(0));
+    let j2 = joining.clone();
+    let joiner = rt.spawn(move || {
+        let child = spindle::spawn(|| {
+            spindle::sleep(Duration::from_millis(50)).unwrap();
+            5
+        });
+        j2.store(1, Ordering::SeqCst);
+        (child.join().unwrap(), spindle::is_stopped())
+    });
+    while joining.load(Ordering::SeqCst) == 0 {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(5));
+    spindle::stop(joiner.id()).unwrap();
+    assert_eq!(joiner.join().unwrap(), (5, true));
 }
