@@ -121,7 +121,8 @@ fn zero_and_past_deadlines_yield_and_return() {
     let rt = rt(1);
     rt.block_on(|| {
         let ran = Arc::new(AtomicUsize::new(0));
-        let zero_sleeps: [(&str, fn() -> Result<(), SleepError>); 3] = [
+        type ZeroSleep = fn() -> Result<(), SleepError>;
+        let zero_sleeps: [(&str, ZeroSleep); 3] = [
             ("sleep(ZERO)", || spindle::sleep(Duration::ZERO)),
             ("a past sleep_until", || {
                 spindle::sleep_until(Instant::now() - Duration::from_millis(1))
@@ -242,18 +243,22 @@ fn stop_racing_the_start_of_a_sleep_is_never_lost() {
     assert!(t.elapsed() < Duration::from_secs(25), "a stop was lost");
 }
 
+/// What a task signalled before its first run saw.
+struct FirstRun {
+    /// Whether it saw itself stopped from its start.
+    stopped_at_start: bool,
+    /// Its first sleep (10 s), and how long that took.
+    first: Result<(), SleepError>,
+    took: Duration,
+    /// A second sleep (20 ms).
+    second: Result<(), SleepError>,
+}
+
 /// Runs `signal` on a task before it first runs (the only worker is held
-/// by a task that spins), then lets it run: it returns what its first
-/// sleep (10 s) and a second one (20 ms) gave, how long the first took, and
-/// whether it saw itself stopped from its start.
+/// by a task that spins), then lets it run.
 fn signalled_before_the_first_run(
     signal: fn(spindle::TaskId) -> Result<(), spindle::NoSuchTask>,
-) -> (
-    Result<(), SleepError>,
-    Duration,
-    Result<(), SleepError>,
-    bool,
-) {
+) -> FirstRun {
     let rt = rt(1);
     let hold = Arc::new(AtomicUsize::new(1));
     let (held, h2) = (Arc::new(AtomicUsize::new(0)), hold.clone());
@@ -274,7 +279,12 @@ fn signalled_before_the_first_run(
         let first = spindle::sleep(Duration::from_secs(10));
         let took = t.elapsed();
         let second = spindle::sleep(Duration::from_millis(20));
-        (first, took, second, stopped_at_start)
+        FirstRun {
+            stopped_at_start,
+            first,
+            took,
+            second,
+        }
     });
     signal(h.id()).unwrap();
     hold.store(0, Ordering::SeqCst);
@@ -284,21 +294,20 @@ fn signalled_before_the_first_run(
 
 #[test]
 fn stop_before_the_first_run_fails_the_first_sleep_at_once() {
-    let (first, took, second, stopped_at_start) = signalled_before_the_first_run(spindle::stop);
-    assert!(stopped_at_start, "the stop was seen from the first run");
-    assert_eq!(first, Err(SleepError::Stopped));
-    assert!(took < Duration::from_secs(5));
-    assert_eq!(second, Err(SleepError::Stopped), "a stop is for good");
+    let r = signalled_before_the_first_run(spindle::stop);
+    assert!(r.stopped_at_start, "the stop was seen from the first run");
+    assert_eq!(r.first, Err(SleepError::Stopped));
+    assert!(r.took < Duration::from_secs(5));
+    assert_eq!(r.second, Err(SleepError::Stopped), "a stop is for good");
 }
 
 #[test]
 fn an_interrupt_before_the_first_run_ends_the_first_wait_only() {
-    let (first, took, second, stopped_at_start) =
-        signalled_before_the_first_run(spindle::interrupt);
-    assert!(!stopped_at_start);
-    assert_eq!(first, Err(SleepError::Interrupted));
-    assert!(took < Duration::from_secs(5));
-    assert_eq!(second, Ok(()), "an interrupt is delivered once");
+    let r = signalled_before_the_first_run(spindle::interrupt);
+    assert!(!r.stopped_at_start);
+    assert_eq!(r.first, Err(SleepError::Interrupted));
+    assert!(r.took < Duration::from_secs(5));
+    assert_eq!(r.second, Ok(()), "an interrupt is delivered once");
 }
 
 #[test]
