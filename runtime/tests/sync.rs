@@ -221,6 +221,36 @@ fn countdown_event() {
         ev.wait_until(Instant::now() + Duration::from_millis(5)),
         Err(WaitError::TimedOut)
     );
+    // Signalled before its deadline, a timed wait succeeds.
+    let ev = Arc::new(CountdownEvent::new(1));
+    let timed = {
+        let ev = ev.clone();
+        rt.spawn(move || ev.wait_until(Instant::now() + Duration::from_secs(30)))
+    };
+    std::thread::sleep(Duration::from_millis(5));
+    ev.signal(1);
+    assert_eq!(timed.join().unwrap(), Ok(()));
+}
+
+/// `Condvar::wait_until` notified before its deadline returns the guard.
+#[test]
+fn condvar_wait_until_notified_in_time() {
+    let rt = rt(2);
+    let pair = Arc::new((Mutex::new(false), Condvar::new()));
+    let p2 = pair.clone();
+    let waiter = rt.spawn(move || {
+        let (m, cv) = &*p2;
+        let mut ready = m.lock().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !*ready {
+            ready = cv.wait_until(ready, deadline)?;
+        }
+        Ok::<_, WaitError>(Instant::now() < deadline)
+    });
+    std::thread::sleep(Duration::from_millis(5));
+    *pair.0.lock().unwrap() = true;
+    pair.1.notify_all();
+    assert_eq!(waiter.join().unwrap(), Ok(true));
 }
 
 #[test]
