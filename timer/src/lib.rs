@@ -42,7 +42,9 @@
 //!   one that is the earliest of all wakes the timer thread.
 //! - **Versions** (`slot.rs`): an id is `version << 32 | slot`;
 //!   `unschedule` is one compare-and-swap on the slot (`v -> v+2` removed,
-//!   `v+1` means running), so it never waits for a lock or a callback.
+//!   `v+1` means running), so it never waits for a callback; the freed
+//!   slot goes to the thread's own cache (`pool.rs`), which takes the pool's
+//!   lock once per 32 frees.
 //! - **Value entries and early reclaim**: buckets and the heap hold 16-byte
 //!   `{deadline, slot, stamp}` values, so the canceller frees the slot and
 //!   drops the callback at once: cancelled timers do not hold memory until

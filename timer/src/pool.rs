@@ -7,14 +7,17 @@
 //! indices at once from the pool's global free list when empty and flushes
 //! `BATCH` back when full: the global mutex is taken at most once per `BATCH`
 //! operations of a thread. The timer thread frees fired slots into its own
-//! cache the same way. When the global list is empty too, the pool grows the
-//! [`SlotTable`] by one segment under the same mutex.
+//! cache the same way (flushing a batch at a time, as it never allocates
+//! unless a callback schedules), and so does a thread that only cancels.
+//! When the global list is empty too, the pool grows the [`SlotTable`] by one
+//! segment under the same mutex.
 //!
 //! A cache remembers which pool it holds indices of (a unique id, plus a
 //! `Weak` to give them back). A thread that switches to another pool first
 //! returns its cached indices to their owner, if it is still alive; so does a
-//! thread that exits (the cache's destructor). Frees for a pool other than the
-//! cached one go straight to that pool's global list.
+//! thread that exits (the cache's destructor). A free adopts the pool if the
+//! cache holds none, or only a dead pool's; frees for a live pool other than
+//! the cached one go straight to that pool's global list.
 //!
 //! The cache is handed out FIFO rather than LIFO: over up to 64 slots, still
 //! cache-hot, a slot is reused less often, which stretches the version
@@ -134,7 +137,7 @@ pub(crate) fn alloc(pool: &Arc<SlotPool>) -> Result<u32, Exhausted> {
 /// Gives slot `index` (idle, callback empty) back to `pool`.
 #[cfg(not(loom))]
 #[inline]
-pub(crate) fn free(pool: &SlotPool, index: u32) {
+pub(crate) fn free(pool: &Arc<SlotPool>, index: u32) {
     let cached = CACHE
         .try_with(|c| c.try_borrow_mut().map(|mut c| c.free(pool, index)))
         .is_ok_and(|r| r.is_ok_and(|done| done));
@@ -149,7 +152,7 @@ pub(crate) fn alloc(pool: &std::sync::Arc<SlotPool>) -> Result<u32, Exhausted> {
 }
 
 #[cfg(loom)]
-pub(crate) fn free(pool: &SlotPool, index: u32) {
+pub(crate) fn free(pool: &std::sync::Arc<SlotPool>, index: u32) {
     pool.give_back(&[index]);
 }
 
@@ -198,11 +201,17 @@ impl LocalCache {
         Ok(self.pop())
     }
 
-    /// Caches `index` if this cache holds `pool`'s indices; `false` if not.
+    /// Caches `index` if this cache holds `pool`'s indices, or holds none
+    /// (a thread that only frees: the timer thread, a thread that only
+    /// cancels) or only those of a pool that is gone; `false` if it holds
+    /// another live pool's.
     #[inline]
-    fn free(&mut self, pool: &SlotPool, index: u32) -> bool {
+    fn free(&mut self, pool: &Arc<SlotPool>, index: u32) -> bool {
         if self.owner != pool.id {
-            return false;
+            if self.owner != 0 && self.pool.strong_count() > 0 {
+                return false;
+            }
+            self.adopt(pool);
         }
         if self.len == CACHE_CAP {
             let mut batch = [0u32; BATCH];
@@ -322,5 +331,29 @@ mod tests {
         // segments again.
         assert_eq!(lock(&p1.global).free.len(), 256);
         assert_eq!(lock(&p2.global).free.len(), 256);
+    }
+
+    /// A thread that only frees (the timer thread, a thread that only
+    /// cancels) caches what it frees instead of taking the global lock for
+    /// each, and gives it back when it exits. (Found by review: every fired
+    /// timer took the pool's mutex.)
+    #[test]
+    fn a_thread_that_only_frees_caches_its_frees() {
+        let pool = Arc::new(SlotPool::new());
+        let taken: Vec<u32> = (0..10).map(|_| pool.alloc_global().unwrap()).collect();
+        let p = pool.clone();
+        std::thread::spawn(move || {
+            for i in taken {
+                free(&p, i);
+            }
+            assert_eq!(
+                lock(&p.global).free.len(),
+                256 - 10,
+                "cached, not given back"
+            );
+        })
+        .join()
+        .unwrap();
+        assert_eq!(lock(&pool.global).free.len(), 256);
     }
 }

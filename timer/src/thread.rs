@@ -535,8 +535,9 @@ impl TimerThread {
 
     /// Cancels a timer.
     ///
-    /// Never blocks and never waits for a running callback, so it is safe to
-    /// call from inside any callback, including the timer's own. `Removed`
+    /// Never waits for a running callback, so it is safe to call from inside
+    /// any callback, including the timer's own; the only lock it may take is
+    /// the slot pool's, briefly, once per 32 frees of a thread. `Removed`
     /// means the callback will never run and has already been dropped (on
     /// this thread); the timer's memory is reclaimed at once.
     #[inline]
@@ -775,6 +776,28 @@ struct Runner {
 
 impl Runner {
     fn run(mut self) {
+        // Callbacks' panics are caught where they run, and ours would be
+        // bugs; but a `tracing` subscriber may panic inside one of our
+        // events. The thread must not then die while `schedule` goes on
+        // answering `Ok` for timers that never fire: it stops for good
+        // (`schedule` fails from then on, and timed waits end at once) and
+        // drops what is pending.
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| self.serve())) {
+            self.shared.stop();
+            let name = &self.shared.name;
+            let _ = catch_unwind(
+                || tracing::error!(%name, "timer thread panicked: stopped, its timers dropped"),
+            );
+            std::mem::forget(payload); // its destructor may panic too
+        }
+        self.shutdown();
+        let _ = catch_unwind(AssertUnwindSafe(
+            || tracing::info!(name = %self.shared.name, "timer thread stopped"),
+        ));
+    }
+
+    /// The timer thread's loop, until it is stopped.
+    fn serve(&mut self) {
         set_timer_slack(self.shared.slack_ns);
         tracing::info!(name = %self.shared.name, "timer thread started");
         loop {
@@ -791,8 +814,6 @@ impl Runner {
                 break;
             }
         }
-        self.shutdown();
-        tracing::info!(name = %self.shared.name, "timer thread stopped");
     }
 
     /// Resets the global nearest time, then moves the live entries of every
@@ -849,7 +870,9 @@ impl Runner {
             if self.shared.nearest.load(Ordering::Relaxed) < top.deadline {
                 return Due::PullAgain;
             }
-            if self.shared.stopped.load(Ordering::Relaxed) {
+            // Acquire, as on every exit path: the final drain must come
+            // after `stop` closed the buckets.
+            if self.shared.stopped.load(Ordering::Acquire) {
                 return Due::Stop;
             }
             self.heap.pop();
@@ -872,7 +895,7 @@ impl Runner {
     /// thread is stopped (then returns what to do instead).
     fn spin_until(&self, deadline: u64) -> Option<Due> {
         loop {
-            if self.shared.stopped.load(Ordering::Relaxed) {
+            if self.shared.stopped.load(Ordering::Acquire) {
                 return Some(Due::Stop);
             }
             if self.shared.nearest.load(Ordering::Relaxed) < deadline {
@@ -956,7 +979,11 @@ impl Runner {
             .copied()
             .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
             .unwrap_or("(a panic payload that is not a string)");
-        tracing::error!(timer = %id, thread = %self.shared.name, "timer callback panicked: {message}");
+        // A subscriber that panics here must not take the slot down with it
+        // (the caller still has to release it).
+        let _ = catch_unwind(
+            || tracing::error!(timer = %id, thread = %self.shared.name, "timer callback panicked: {message}"),
+        );
         // Even the payload's destructor may panic; that one is not worth a
         // second report, but it must not take the thread down.
         if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
@@ -972,7 +999,7 @@ impl Runner {
             // Read under the mutex: `stop` sets the flag before bumping
             // `nsignals` under it, so either we see the flag or our `expected`
             // predates the bump and the wait returns at once.
-            if self.shared.stopped.load(Ordering::Relaxed) {
+            if self.shared.stopped.load(Ordering::Acquire) {
                 return false;
             }
             if next > g.nearest_run_time {
