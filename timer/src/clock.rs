@@ -1,7 +1,10 @@
 //! Deadlines as `u64` nanoseconds on the monotonic clock.
 //!
 //! Every deadline in the timer is a count of nanoseconds since a process-wide
-//! base [`Instant`], taken the first time any timer code asks for it. `u64`
+//! base [`Instant`], set the first time any timer code asks for it to a day
+//! before then (or as far back as the clock goes, if the machine has been up
+//! for less), so that instants taken before the first timer call still
+//! encode exactly: a periodic timer's `first` keeps its cadence. `u64`
 //! nanoseconds last 584 years, so the encoding is total:
 //!
 //! - an `Instant` before the base (or equal to it) becomes `0`, which is
@@ -31,7 +34,13 @@ pub(crate) const LOOM_NOW: u64 = 1 << 62;
 /// The process-wide origin of deadlines.
 fn base() -> Instant {
     static BASE: OnceLock<Instant> = OnceLock::new();
-    *BASE.get_or_init(Instant::now)
+    *BASE.get_or_init(|| {
+        let now = Instant::now();
+        [86_400, 3_600, 60, 1]
+            .into_iter()
+            .find_map(|s| now.checked_sub(Duration::from_secs(s)))
+            .unwrap_or(now)
+    })
 }
 
 /// `d` in nanoseconds, saturating at [`NEVER`].
@@ -113,6 +122,19 @@ mod tests {
         }
         assert_eq!(duration_ns(Duration::MAX), NEVER);
         assert_eq!(duration_ns(Duration::from_nanos(7)), 7);
+    }
+
+    /// Instants taken shortly before the first timer call still encode
+    /// exactly (a periodic timer's `first`, say). (Found by review: the base
+    /// was the first call's own `now`, so they all became 0.)
+    #[test]
+    fn instants_from_before_the_first_call_are_not_clamped() {
+        let earlier = Instant::now();
+        let later = earlier + Duration::from_millis(1);
+        assert_eq!(deadline_ns(later) - deadline_ns(earlier), 1_000_000);
+        if let Some(second_ago) = Instant::now().checked_sub(Duration::from_secs(2)) {
+            assert!(base() < second_ago);
+        }
     }
 
     #[test]

@@ -111,15 +111,17 @@ pub struct TimerOptions {
     pub name: String,
     /// Timer slack of the timer thread (`prctl(PR_SET_TIMERSLACK)`): how late
     /// the kernel may make its timed sleeps to batch wake-ups. Default 1 ns,
-    /// the smallest (0 would mean "the default", 50 µs). At most 1 s: more
-    /// would let the kernel hold back every timer by that much.
+    /// the smallest; 0 is taken as 1 ns too (the kernel would read 0 as its
+    /// default, 50 µs). At most 1 s: more would let the kernel hold back
+    /// every timer by that much.
     pub timer_slack: Duration,
     /// Wake up this long before a deadline and busy-wait the rest, trading
     /// CPU for precision: waking from a timed futex wait takes tens of
     /// microseconds on a VM even with 1 ns of slack (docs/timer.md has the
     /// measurements). Busy-waiting is budgeted to 5 % of one core, whatever
     /// the load; beyond that the thread simply sleeps until the deadline.
-    /// Default 50 µs; 0 disables it.
+    /// Default 50 µs; 0 disables it; at most 1 ms (the budget's whole
+    /// credit, which a longer spin could never be given).
     pub spin: Duration,
 }
 
@@ -148,6 +150,12 @@ impl TimerOptions {
                 self.timer_slack
             )));
         }
+        if self.spin > MAX_SPIN {
+            return Err(TimerError::InvalidOptions(format!(
+                "spin must be at most {MAX_SPIN:?}, got {:?}",
+                self.spin
+            )));
+        }
         if self.name.contains('\0') {
             return Err(TimerError::InvalidOptions(
                 "the thread name must not contain a NUL byte".to_owned(),
@@ -159,6 +167,8 @@ impl TimerOptions {
 
 /// The largest [`TimerOptions::timer_slack`].
 const MAX_TIMER_SLACK: Duration = Duration::from_secs(1);
+/// The largest [`TimerOptions::spin`]: the spin budget's credit.
+const MAX_SPIN: Duration = Duration::from_nanos(SPIN_CREDIT_MAX);
 
 /// The answer of [`TimerThread::unschedule`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

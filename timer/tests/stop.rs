@@ -281,6 +281,21 @@ fn bad_options_are_errors_not_panics() {
         .unwrap_err();
         assert!(e.to_string().contains("timer_slack"), "{e}");
     }
+    // A spin longer than the spin budget's credit could never be given.
+    for spin in [Duration::from_micros(1001), Duration::MAX] {
+        let e = TimerThread::start(TimerOptions {
+            spin,
+            ..TimerOptions::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("spin"), "{e}");
+    }
+    let timer = TimerThread::start(TimerOptions {
+        spin: Duration::from_millis(1),
+        ..TimerOptions::default()
+    })
+    .unwrap();
+    sentinel(&timer, Instant::now() + Duration::from_millis(2));
     for num_buckets in [1, 1024] {
         let timer = TimerThread::start(TimerOptions {
             num_buckets,
