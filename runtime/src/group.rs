@@ -20,9 +20,10 @@
 //! `ready` just before each take from it and before a yield is queued (so a
 //! woken task waits behind the started tasks that were ready before it, not
 //! behind later yields); every
-//! [`REMOTE_TICK`] runs the injector (spawns from plain threads) goes first,
-//! then the drained remote queue and `ready`, so that neither new, woken nor
-//! yielded tasks starve behind local churn.
+//! [`REMOTE_TICK`] runs one task from the injector (spawns from plain
+//! threads) and one from the drained remote queue and `ready` go first,
+//! taking turns at the head, so that neither new, woken nor yielded tasks
+//! starve behind local churn or a flood of spawns from plain threads.
 //! When nothing is local it steals: from the injector (spawns from plain
 //! threads), then from the other workers, starting at a random one and moving
 //! by a fixed stride coprime with the worker count. Then it spins briefly
@@ -51,10 +52,10 @@ use std::sync::atomic::Ordering::{AcqRel, Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Every this many runs, the injector and then the ready list (with the
-/// remote queue) go before the LIFO slot and `fresh`, so that a worker busy
-/// with its own new tasks still gets to them (tokio checks its global queue
-/// every 61 ticks).
+/// Every this many runs, a task of the injector and one of the ready list
+/// (with the remote queue) go before the LIFO slot and `fresh`, so that a
+/// worker busy with its own new tasks still gets to them (tokio checks its
+/// global queue every 61 ticks).
 const REMOTE_TICK: u32 = 31;
 /// The default of `Builder::sleep_spin`: a worker whose own sleeping task is
 /// due within this long keeps looking for work instead of parking. Waking a
@@ -359,15 +360,27 @@ impl TaskGroup {
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
         if tick % REMOTE_TICK == 0 {
-            // Starvation guards: tasks spawned from plain threads (the
-            // injector) and woken or yielded tasks go first this time, so a
-            // worker busy with local churn still gets to them.
-            if let Some(t) = self.steal_injector() {
-                return Some(t);
-            }
+            // Starvation guards: a task spawned from a plain thread (the
+            // injector) and a woken or yielded one go first this time, so
+            // a worker busy with local churn still gets to them. They take
+            // turns at going first, and only one task comes from the
+            // injector (a batch would fill `fresh`, which goes before
+            // `ready`): a flood of spawns from plain threads must not
+            // starve the tasks woken here, nor their yields it.
             self.me().remote.take_all(&self.ready);
+            let injector_first = (tick / REMOTE_TICK) % 2 == 0;
+            if injector_first {
+                if let Some(t) = self.steal_one_from_injector() {
+                    return Some(t);
+                }
+            }
             if let Some(t) = self.ready.pop_front() {
                 return Some(t);
+            }
+            if !injector_first {
+                if let Some(t) = self.steal_one_from_injector() {
+                    return Some(t);
+                }
             }
         }
         // New tasks before yielded ones: a yield goes behind everything that
@@ -384,6 +397,17 @@ impl TaskGroup {
         // with yielding tasks runs them after those ready before them.
         self.me().remote.take_all(&self.ready);
         self.ready.pop_front()
+    }
+
+    /// One task spawned from a plain thread, if any.
+    fn steal_one_from_injector(&self) -> Option<TaskRef> {
+        loop {
+            match self.shared.injector.steal() {
+                Steal::Success(t) => return Some(t),
+                Steal::Retry => continue,
+                Steal::Empty => return None,
+            }
+        }
     }
 
     /// A batch of tasks spawned from plain threads, if any.
