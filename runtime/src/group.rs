@@ -525,7 +525,10 @@ impl TaskGroup {
                 .checked_add(ahead)
                 .is_none_or(|t| t >= s.deadline)
             {
-                return None;
+                // Not parking, so the last look of `park` will not come
+                // either: take its place, LIFO slots included (the spin
+                // above may have ended before it looked at them).
+                return self.steal(true);
             }
             until = Some(s.deadline - ahead);
         }

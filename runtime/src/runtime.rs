@@ -117,13 +117,22 @@ impl Builder {
     }
 
     /// Starts the runtime. Bad values (0 or more than 256 workers, a stack
-    /// size over 1 TiB) are `InvalidInput` errors; a worker thread the OS
-    /// refuses is its error.
+    /// size over 1 TiB, a thread name with a NUL byte) are `InvalidInput`
+    /// errors; a worker thread the OS refuses is its error. Without
+    /// [`workers`](Self::workers), one worker per CPU, at most 256.
     pub fn build(self) -> io::Result<Runtime> {
         let workers = match self.workers {
             Some(n) => n,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            None => std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(MAX_WORKERS),
         };
+        if self.thread_name.contains('\0') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the thread name must not contain a NUL byte",
+            ));
+        }
         if workers == 0 || workers > MAX_WORKERS {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -201,9 +210,9 @@ impl Runtime {
     /// under the caller's `with_deadline` scope, if any.
     ///
     /// # Panics
-    /// With `f`'s panic; if the task cannot be made (as [`spawn`](Self::spawn));
-    /// and if the runtime stops before `f` returns (`f` is then unwound, as
-    /// every task cancelled by the stop).
+    /// With `f`'s panic, and if the task cannot be made (as
+    /// [`spawn`](Self::spawn)). (The runtime cannot stop meanwhile: it is
+    /// borrowed.)
     pub fn block_on<F, T>(&self, f: F) -> T
     where
         F: FnOnce() -> T + Send,
@@ -361,8 +370,18 @@ impl Runtime {
         s
     }
 
-    /// Stops the workers and waits for them to exit. Queued tasks are
-    /// cancelled (their joins return `JoinError::Cancelled`). Also on drop.
+    /// Stops the workers and waits for them to exit (from one of the
+    /// runtime's own tasks, it cannot wait for its own worker, and returns
+    /// at once: the workers exit on their own). Also on drop.
+    ///
+    /// Queued tasks are cancelled: started ones are unwound on their
+    /// worker, and their joins return `JoinError::Cancelled`. Tasks blocked
+    /// in a wait at that moment are left where they are, for good: they
+    /// never run again, even once their wait ends, and a join of one never
+    /// returns (bound it with [`with_deadline`](crate::with_deadline)).
+    /// Their stacks, and the runtime's shared state, are kept for the rest of
+    /// the process. To end tasks cleanly, stop them (a sleep or a `Butex`
+    /// wait then fails) and join them before the runtime goes.
     pub fn shutdown(self) {
         drop(self)
     }

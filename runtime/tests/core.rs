@@ -266,6 +266,12 @@ fn bad_builder_values_are_errors() {
     assert!(Runtime::builder().workers(0).build().is_err());
     assert!(Runtime::builder().workers(1 << 20).build().is_err());
     assert!(Runtime::builder().stack_size(usize::MAX).build().is_err());
+    // std's thread builder would panic on it.
+    let e = Runtime::builder()
+        .thread_name("bad\0name")
+        .build()
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
 }
 
 #[test]
