@@ -239,6 +239,29 @@ unsafe fn claim(list: &mut WaitList, node: &WaitNode, outcome: u32) -> Option<Wa
     Some(wake)
 }
 
+/// At stop: ends the wait `t` is blocked in and queues it on its worker
+/// (the caller), which then unwinds it instead of resuming it, so the
+/// outcome is never seen. Returns `false` if somebody else ended the wait
+/// first: the task is then on its way to the worker's remote queue.
+///
+/// # Safety
+/// `t` is a started task of the calling worker that has not run since it
+/// suspended in a wait (it may be in no queue, or in the remote queue if
+/// its wait was ended elsewhere): the wait has not been left, so its node
+/// is alive, and so is the node's butex, which the wait borrows.
+pub(crate) unsafe fn end_wait_at_stop(t: TaskRef) -> bool {
+    // SAFETY: the caller's contract.
+    let node = unsafe { t.current_wait() };
+    // SAFETY: as above.
+    let butex = unsafe { &*node.butex };
+    let wake = {
+        let mut list = butex.lock();
+        // SAFETY: under the lock; `node` is alive.
+        unsafe { claim(&mut list, node, INTERRUPTED) }
+    };
+    wake.map(Wake::deliver).is_some()
+}
+
 /// Queues a started task that was blocked: on this worker's ready list if
 /// this is its home worker, else on its home's remote queue.
 pub(crate) fn make_ready(t: TaskRef) {
@@ -254,9 +277,11 @@ pub(crate) fn make_ready(t: TaskRef) {
 fn shared_of(t: TaskRef) -> &'static crate::control::Shared {
     // SAFETY: set at spawn, read-only while the task lives. The runtime's
     // shared state outlives its blocked tasks: workers hold an Arc while
-    // they run, and one that stops with tasks still blocked leaks its Arc
-    // (`TaskGroup::run`). Our caller won `t`'s wait, so `t` is blocked until
-    // it is queued; from the push on, `push_remote` keeps the state alive.
+    // they run, and one that stops cancels its blocked tasks before it
+    // exits (`TaskGroup::cancel_blocked`), waiting for those whose wait was
+    // ended elsewhere. Our caller won `t`'s wait, so `t` is blocked until it
+    // is queued, and its worker waits for it; from the push on,
+    // `push_remote` keeps the state alive.
     unsafe { &**t.shared.get() }
 }
 

@@ -120,7 +120,8 @@ impl Shared {
     ///
     /// The caller need not hold the runtime (the timer thread, a plain
     /// thread unlocking a mutex): the blocked task keeps it alive until the
-    /// push (a runtime stopped with blocked tasks is never freed), but from
+    /// push (a stopping worker waits for its blocked tasks whose waits were
+    /// ended elsewhere, see `TaskGroup::cancel_blocked`), but from
     /// the push on, the task may run, end, and the runtime be dropped while
     /// this call still has the wake-up to make. So `wakers` counts the call
     /// from before the push to its last touch of `self`, and dropping

@@ -142,13 +142,86 @@ pub(crate) struct TaskGroup {
     /// The sleep of this worker's tasks that ends first, as far as the
     /// worker knows (see [`DueSleep`]).
     next_sleep: Cell<Option<DueSleep>>,
-    /// Tasks that started on this worker and have not ended. Those still
-    /// blocked when the worker stops keep the runtime's shared state alive
-    /// (see `run`).
-    started: Cell<usize>,
+    /// Tasks that started on this worker and have not ended: those blocked
+    /// in a wait when the worker stops are found here (see `run`).
+    started: StartedTasks,
     /// Set while a cancelled started task is unwound at stop (`cancel`):
     /// the unwind that task's code then sees is the runtime's, not a panic.
     unwinding_cancelled: Cell<bool>,
+}
+
+/// A worker's started tasks that have not ended: an intrusive list through
+/// their metas (`started_links`), which only this worker touches, so adding
+/// and removing a task costs a few plain stores.
+struct StartedTasks {
+    head: Cell<Option<TaskRef>>,
+    len: Cell<usize>,
+}
+
+impl StartedTasks {
+    fn new() -> Self {
+        StartedTasks {
+            head: Cell::new(None),
+            len: Cell::new(0),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len.get()
+    }
+
+    /// The links of `t`.
+    ///
+    /// # Safety
+    /// `t` started on this list's worker, and that worker calls.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn links(t: TaskRef) -> &'static mut [Option<TaskRef>; 2] {
+        // SAFETY: metas live for good; only the task's home worker touches
+        // the links, and it holds no other reference to them meanwhile.
+        unsafe { &mut *t.started_links.get() }
+    }
+
+    /// Adds `t`, which has just started on this worker.
+    fn add(&self, t: TaskRef) {
+        let head = self.head.get();
+        // SAFETY: `t` and `head` are this worker's started tasks.
+        unsafe {
+            *Self::links(t) = [None, head];
+            if let Some(h) = head {
+                Self::links(h)[0] = Some(t);
+            }
+        }
+        self.head.set(Some(t));
+        self.len.set(self.len.get() + 1);
+    }
+
+    /// Removes `t`, which has ended (or been cancelled).
+    fn remove(&self, t: TaskRef) {
+        // SAFETY: `t` and its neighbours are this worker's started tasks.
+        unsafe {
+            let [prev, next] = std::mem::take(Self::links(t));
+            match prev {
+                Some(p) => Self::links(p)[1] = next,
+                None => self.head.set(next),
+            }
+            if let Some(n) = next {
+                Self::links(n)[0] = prev;
+            }
+        }
+        self.len.set(self.len.get() - 1);
+    }
+
+    /// The tasks on the list now.
+    fn snapshot(&self) -> Vec<TaskRef> {
+        let mut all = Vec::with_capacity(self.len());
+        let mut at = self.head.get();
+        while let Some(t) = at {
+            all.push(t);
+            // SAFETY: `t` is this worker's started task.
+            at = unsafe { Self::links(t)[1] };
+        }
+        all
+    }
 }
 
 /// Aborts the process if the worker loop unwinds. Tasks' panics and the
@@ -210,7 +283,7 @@ impl TaskGroup {
             tick: Cell::new(0),
             next: Cell::new(None),
             next_sleep: Cell::new(None),
-            started: Cell::new(0),
+            started: StartedTasks::new(),
             unwinding_cancelled: Cell::new(false),
         }
     }
@@ -325,29 +398,8 @@ impl TaskGroup {
             self.shared.idle.stop_searching();
         }
         self.cancel_queued();
-        let blocked = self.started.get();
-        if blocked > 0 {
-            // Tasks blocked in a wait stay where they are (their stacks and
-            // captures too). Their wait may still end (a timer, a wake, an
-            // interrupt), which queues them here through a raw pointer to the
-            // shared state: keep it alive for good rather than let that land
-            // in freed memory.
-            tracing::warn!(
-                worker = self.index,
-                tasks = blocked,
-                "runtime stopped with tasks blocked in a wait: they are left in place"
-            );
-            std::mem::forget(Arc::clone(&self.shared));
-            // That pool is never dropped: unmap its idle stacks now, and
-            // those the other workers give back as they exit after us (when
-            // the runtime is dropped from one of its own tasks, nobody waits
-            // for them), so they do not hold memory and the process-wide
-            // pool limit for good.
-            self.stacks.borrow_mut().clear();
-            self.shared.stacks.abandon();
-        } else {
-            self.shared.stacks.give_all(&mut self.stacks.borrow_mut());
-        }
+        self.cancel_blocked();
+        self.shared.stacks.give_all(&mut self.stacks.borrow_mut());
         meta::table().give_back(&mut self.slots.borrow_mut());
         WORKER.with(|w| w.set(ptr::null()));
     }
@@ -564,7 +616,7 @@ impl TaskGroup {
         t.dequeued();
         if t.home() == NO_HOME {
             t.set_home(self.index);
-            self.started.set(self.started.get() + 1);
+            self.started.add(t);
             self.bind(t);
         }
         debug_assert_eq!(t.home(), self.index, "a started task left its worker");
@@ -646,7 +698,7 @@ impl TaskGroup {
             .stacks
             .give(size, coro.into_stack(), Some(&mut self.stacks.borrow_mut()));
         GroupStats::bump(&self.me().stats.finished);
-        self.started.set(self.started.get() - 1);
+        self.started.remove(t);
         crate::task::complete(t, crate::task::FINISHED);
         meta::table().release(t, Some(&mut self.slots.borrow_mut()));
     }
@@ -665,7 +717,7 @@ impl TaskGroup {
                     t.set_home(self.index);
                     never_run.push(t);
                 } else {
-                    self.started.set(self.started.get() - 1);
+                    self.started.remove(t);
                     self.cancel(t, true);
                 }
             }
@@ -674,6 +726,40 @@ impl TaskGroup {
             }
             for t in never_run {
                 self.cancel(t, false);
+            }
+        }
+    }
+
+    /// At stop, after [`cancel_queued`](Self::cancel_queued): ends the
+    /// waits of the tasks still blocked here, and cancels them the same way
+    /// (their joins return `Cancelled`, their stacks unwind and come back).
+    /// A wait that somebody else ended meanwhile has its task on the way to
+    /// the remote queue: it is waited for.
+    fn cancel_blocked(&self) {
+        let blocked = self.started.len();
+        if blocked == 0 {
+            return;
+        }
+        tracing::debug!(
+            worker = self.index,
+            tasks = blocked,
+            "cancelling the tasks blocked in a wait at stop"
+        );
+        while self.started.len() > 0 {
+            let mut ended = false;
+            for t in self.started.snapshot() {
+                // SAFETY: after `cancel_queued`, a started task of this
+                // worker has not run since it suspended in a wait: it is
+                // blocked there, or its wait was just ended by another
+                // thread, which queues it remotely (we then fail to claim
+                // it).
+                ended |= unsafe { crate::butex::end_wait_at_stop(t) };
+            }
+            self.cancel_queued();
+            if !ended {
+                // Every wait left was ended elsewhere; the tasks are a push
+                // away from the remote queue.
+                std::thread::yield_now();
             }
         }
     }

@@ -316,6 +316,9 @@ pub(crate) struct TaskMeta {
     pub(crate) deadline: UnsafeCell<Option<std::time::Instant>>,
     /// Set by `stop`; never cleared while the task lives.
     pub(crate) stopped: AtomicBool,
+    /// The previous and next task in its home worker's list of started
+    /// tasks (`TaskGroup`'s `started`), which only that worker touches.
+    pub(crate) started_links: UnsafeCell<[Option<TaskRef>; 2]>,
     /// Debug builds check that a task is queued at most once at a time, so
     /// that a double wake-up (which would resume a stack twice) fails loudly
     /// where it happens.
@@ -348,6 +351,7 @@ impl TaskMeta {
             refs: AtomicU32::new(0),
             next: AtomicPtr::new(ptr::null_mut()),
             home: AtomicUsize::new(NO_HOME),
+            started_links: UnsafeCell::new([None, None]),
             shared: UnsafeCell::new(ptr::null()),
             coro: UnsafeCell::new(None),
             body: UnsafeCell::new(PendingBody::EMPTY),
@@ -408,6 +412,17 @@ impl TaskMeta {
         // SAFETY: the caller's contract: no reference to the old node is
         // left, and only this task's own wait uses the new one.
         unsafe { (*self.wait_node.get()).write(node) }
+    }
+
+    /// The node of the task's current wait.
+    ///
+    /// # Safety
+    /// The task is in a wait: it began one with
+    /// [`begin_wait`](Self::begin_wait), and has not left it (its wait's
+    /// guard has not run), so the node is written and alive.
+    pub(crate) unsafe fn current_wait(&self) -> &WaitNode {
+        // SAFETY: the caller's contract.
+        unsafe { (*self.wait_node.get()).assume_init_ref() }
     }
 
     /// Notes that the wait begun by [`begin_wait`](Self::begin_wait) is

@@ -4,10 +4,9 @@
 //! are added by [`Runtime::set_workers`] (never removed, like
 //! `bthread_setconcurrency`) and stopped by [`Runtime::shutdown`] or drop:
 //! each worker then cancels the tasks still queued on it (unwinding started
-//! ones on their own thread) and exits. Tasks blocked in a wait at that
-//! moment are left where they are: their stacks are not reclaimed, and the
-//! runtime's shared state is then kept alive for good, because their wait
-//! can still end (a timer, a wake-up, an interrupt) and queue them on it.
+//! ones on their own thread), then ends the waits of those blocked in one
+//! and cancels them the same way, and exits. So no task outlives its
+//! runtime, and every stack comes back.
 
 use crate::control::{Config, GroupShared, GroupStats, Shared, MAX_WORKERS};
 use crate::error::{JoinError, SetWorkersError};
@@ -374,14 +373,16 @@ impl Runtime {
     /// runtime's own tasks, it cannot wait for its own worker, and returns
     /// at once: the workers exit on their own). Also on drop.
     ///
-    /// Queued tasks are cancelled: started ones are unwound on their
-    /// worker, and their joins return `JoinError::Cancelled`. Tasks blocked
-    /// in a wait at that moment are left where they are, for good: they
-    /// never run again, even once their wait ends, and a join of one never
-    /// returns (bound it with [`with_deadline`](crate::with_deadline)).
-    /// Their stacks, and the runtime's shared state, are kept for the rest of
-    /// the process. To end tasks cleanly, stop them (a sleep or a `Butex`
-    /// wait then fails) and join them before the runtime goes.
+    /// Every task that has not ended is cancelled, whether queued or
+    /// blocked in a wait (any wait: sleep, `Butex`, join, `sync`): a started
+    /// one is unwound on its worker, from where it was suspended, so its
+    /// destructors run; a never-run one has its closure dropped. Their joins
+    /// return `JoinError::Cancelled`. A destructor that waits meanwhile
+    /// blocks its worker thread (a task cannot suspend while it unwinds),
+    /// so one that waits for another task of the same worker to let go of
+    /// something holds up the shutdown for good. To end tasks on your own
+    /// terms, stop them (a sleep or a `Butex` wait then fails) and join them
+    /// before the runtime goes.
     pub fn shutdown(self) {
         drop(self)
     }

@@ -151,9 +151,6 @@ struct Shelf {
     /// When the last release period began (`None` before the first tick).
     #[cfg_attr(loom, allow(dead_code))]
     period_start: Option<Instant>,
-    /// The pool will never be dropped (its runtime stopped with tasks
-    /// blocked, see [`StackPool::abandon`]): it keeps nothing.
-    abandoned: bool,
 }
 
 impl Shelf {
@@ -310,19 +307,6 @@ impl StackPool {
             .unwrap_or_else(|_| self.take(size, None))
     }
 
-    /// The pool's runtime stopped with tasks blocked in a wait, so the pool
-    /// is never dropped: unmaps its idle stacks, and from now on every
-    /// stack given back (a worker that exits later hands back its cache)
-    /// instead of keeping it for good.
-    pub(crate) fn abandon(&self) {
-        let idle: Vec<TaskStack> = {
-            let mut shelf = self.lock();
-            shelf.abandoned = true;
-            shelf.pop_back(usize::MAX).collect()
-        };
-        drop(idle); // unmapped, outside the lock
-    }
-
     /// Unmaps every idle stack of the shared pool; returns how many.
     pub(crate) fn trim(&self) -> usize {
         let idle = self.lock().pop_back(usize::MAX).collect::<Vec<_>>();
@@ -352,17 +336,13 @@ impl StackPool {
     }
 
     /// Puts `stacks` on the shelf; unmaps the coldest ones beyond the
-    /// ceiling (all of them, once the pool is abandoned).
+    /// ceiling.
     fn shelve(&self, stacks: impl IntoIterator<Item = TaskStack>) {
         let over: Vec<TaskStack> = {
             let mut shelf = self.lock();
-            if shelf.abandoned {
-                stacks.into_iter().collect()
-            } else {
-                shelf.push_back(stacks);
-                let over = POOLED.load(Relaxed).saturating_sub(shared_pool_ceiling());
-                shelf.pop_front(over).collect()
-            }
+            shelf.push_back(stacks);
+            let over = POOLED.load(Relaxed).saturating_sub(shared_pool_ceiling());
+            shelf.pop_front(over).collect()
         };
         drop(over); // unmapped, outside the lock
     }

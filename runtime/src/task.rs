@@ -412,10 +412,10 @@ impl<T> JoinHandle<T> {
 
     /// Waits for the task and returns its value. Suspends the current task,
     /// or blocks a plain thread. Interrupts and `stop` do not end a join; the
-    /// deadline of an enclosing `with_deadline` scope does. A task that was
-    /// blocked in a wait when its runtime stopped never ends (see
-    /// [`Runtime::shutdown`](crate::Runtime::shutdown)): its join returns
-    /// only at such a deadline.
+    /// deadline of an enclosing `with_deadline` scope does. A task its
+    /// runtime's stop cancelled (see
+    /// [`Runtime::shutdown`](crate::Runtime::shutdown)) is
+    /// `JoinError::Cancelled`.
     pub fn join(self) -> Result<T, JoinError> {
         loop {
             match self.task.join.value().load(Ordering::Acquire) {

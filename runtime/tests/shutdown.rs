@@ -1,0 +1,181 @@
+//! A runtime's stop cancels every task that has not ended, blocked in a
+//! wait or not.
+
+use spindle::sync::{Condvar, CountdownEvent, Mutex};
+use spindle::{Butex, JoinError, JoinHandle, Runtime};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Counts its drops: shows that a cancelled task was unwound.
+struct Unwound(Arc<AtomicUsize>);
+
+impl Drop for Unwound {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Tasks blocked in every kind of wait when the runtime stops are unwound
+/// (their destructors run) and their joins say `Cancelled`. (They used to be
+/// left blocked for good: their joins never returned, and their stacks and
+/// captures were never given back.)
+#[test]
+fn tasks_blocked_in_any_wait_are_cancelled_at_shutdown() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let unwound = Arc::new(AtomicUsize::new(0));
+    let blocked = Arc::new(AtomicUsize::new(0));
+    // A mutex a plain thread holds through the shutdown.
+    let mutex = Arc::new(Mutex::new(()));
+    let held = mutex.lock().unwrap();
+    let butex = Arc::new(Butex::new(0));
+    let pair = Arc::new((Mutex::new(false), Condvar::new()));
+    let event = Arc::new(CountdownEvent::new(1));
+    type Wait = Box<dyn FnOnce() + Send>;
+    let mut waits: Vec<(&str, Wait)> = vec![
+        (
+            "sleep",
+            Box::new(|| {
+                let _ = spindle::sleep(Duration::from_secs(600));
+            }),
+        ),
+        ("butex", {
+            let b = butex.clone();
+            Box::new(move || {
+                let _ = b.wait(0, None);
+            })
+        }),
+        ("mutex", {
+            let m = mutex.clone();
+            Box::new(move || drop(m.lock()))
+        }),
+        ("condvar", {
+            let p = pair.clone();
+            Box::new(move || {
+                let (m, cv) = &*p;
+                let mut g = m.lock().unwrap();
+                while !*g {
+                    g = cv.wait(g).unwrap();
+                }
+            })
+        }),
+        ("countdown", {
+            let e = event.clone();
+            Box::new(move || {
+                let _ = e.wait();
+            })
+        }),
+    ];
+    // And a join of a task that sleeps too.
+    waits.push((
+        "join",
+        Box::new(|| {
+            let child = spindle::spawn(|| spindle::sleep(Duration::from_secs(600)));
+            drop(child.join());
+        }),
+    ));
+    let n = waits.len() + 1; // the joined child is a blocked task too
+    let handles: Vec<(&str, JoinHandle<()>)> = waits
+        .into_iter()
+        .map(|(what, wait)| {
+            let (unwound, blocked) = (unwound.clone(), blocked.clone());
+            let h = rt.spawn(move || {
+                let _guard = Unwound(unwound);
+                blocked.fetch_add(1, Ordering::SeqCst);
+                wait();
+                unreachable!("nothing ends this wait");
+            });
+            (what, h)
+        })
+        .collect();
+    while blocked.load(Ordering::SeqCst) < n - 1 {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(20)); // into their waits
+    let t = Instant::now();
+    rt.shutdown();
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "shutdown took {:?}",
+        t.elapsed()
+    );
+    for (what, h) in handles {
+        // Bounded: on failure, a join that never returns.
+        let r = spindle::with_deadline(Instant::now() + Duration::from_secs(30), || h.join());
+        assert!(
+            matches!(r, Err(JoinError::Cancelled)),
+            "the task blocked in {what}: {r:?}"
+        );
+    }
+    assert_eq!(unwound.load(Ordering::SeqCst), n - 1, "every task unwound");
+    drop(held);
+}
+
+/// Wake-ups, timeouts and interrupts racing the stop: every task ends,
+/// either woken (it then finishes or is cancelled before it runs) or
+/// cancelled in its wait, and the stop never hangs.
+#[test]
+fn wake_ups_racing_the_stop_lose_no_task() {
+    for round in 0..200u64 {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let butex = Arc::new(Butex::new(0));
+        let unwound = Arc::new(AtomicUsize::new(0));
+        let finished = Arc::new(AtomicUsize::new(0));
+        let started = Arc::new(AtomicUsize::new(0));
+        const TASKS: usize = 16;
+        let handles: Vec<JoinHandle<()>> = (0..TASKS)
+            .map(|i| {
+                let (b, u, f) = (butex.clone(), unwound.clone(), finished.clone());
+                let s = started.clone();
+                rt.spawn(move || {
+                    let _guard = Unwound(u);
+                    s.fetch_add(1, Ordering::SeqCst);
+                    match i % 3 {
+                        0 => drop(b.wait(0, None)),
+                        // Timers that fire around the stop.
+                        1 => drop(
+                            b.wait(0, Some(Instant::now() + Duration::from_micros(round % 50))),
+                        ),
+                        _ => drop(spindle::sleep(Duration::from_micros(round % 70))),
+                    }
+                    f.fetch_add(1, Ordering::SeqCst);
+                })
+            })
+            .collect();
+        let ids: Vec<_> = handles.iter().map(|h| h.id()).collect();
+        let waker = {
+            let b = butex.clone();
+            std::thread::spawn(move || {
+                for k in 0..200 {
+                    b.wake_all();
+                    if k % 7 == 0 {
+                        for &id in &ids {
+                            let _ = spindle::interrupt(id);
+                        }
+                    }
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_micros(round % 100));
+        rt.shutdown();
+        waker.join().unwrap();
+        let (mut ok, mut cancelled) = (0, 0);
+        for h in handles {
+            let r = spindle::with_deadline(Instant::now() + Duration::from_secs(30), || h.join());
+            match r {
+                Ok(()) => ok += 1,
+                Err(JoinError::Cancelled) => cancelled += 1,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        assert_eq!(ok + cancelled, TASKS);
+        assert_eq!(ok, finished.load(Ordering::SeqCst));
+        // Every started task's guard went: at its end, or as it was
+        // cancelled (a never-run task has none).
+        assert_eq!(
+            unwound.load(Ordering::SeqCst),
+            started.load(Ordering::SeqCst)
+        );
+    }
+}
