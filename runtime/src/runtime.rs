@@ -191,9 +191,9 @@ impl Runtime {
     /// Spawns `f` on this runtime.
     ///
     /// # Panics
-    /// If the task cannot be made (no stack can be had, the task table is
-    /// full, or the runtime is shutting down);
-    /// [`task::Builder`](crate::task::Builder) returns the error instead.
+    /// If the task cannot be made (no stack can be had, or the task table is
+    /// full); [`task::Builder`](crate::task::Builder) returns the error
+    /// instead.
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,

@@ -81,8 +81,9 @@ impl Builder {
 
     /// Spawns `f` on the current task's runtime, or the global one on a
     /// plain thread. Fails if no stack can be had (the mapping failed, or
-    /// the size is over 1 TiB), if the task table is full, or if the runtime
-    /// is shutting down.
+    /// the size is over 1 TiB), or if the task table is full. Into a
+    /// runtime that is shutting down, the task is cancelled at once: `f` is
+    /// dropped and the join returns `JoinError::Cancelled`.
     pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -104,6 +105,9 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        if shared.stopping.load(Ordering::Acquire) {
+            return cancelled_at_once(f);
+        }
         let t = prepare(shared, self.stack_size, self.name, move |t, y| {
             run_body(t, y, f)
         })?;
@@ -116,6 +120,23 @@ impl Builder {
         start(shared, t, urgent);
         Ok(handle)
     }
+}
+
+/// A task spawned into a stopping runtime: cancelled at once, as the stop
+/// cancels every task that has not ended. Its closure is dropped here (a
+/// panicking `Drop` is contained), and its handle's join is `Cancelled`.
+/// Spawning is then no failure, so that a destructor that spawns, run
+/// while the stop unwinds its task, does not panic inside that unwind.
+fn cancelled_at_once<F, T>(f: F) -> io::Result<JoinHandle<T>> {
+    let table = meta::table();
+    let t = table
+        .alloc(None)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "the task table is full"))?;
+    drop_cancelled(t, f);
+    complete(t, CANCELLED);
+    // The task's own reference: it never runs. The handle keeps the other.
+    table.release(t, None);
+    Ok(JoinHandle::new(t))
 }
 
 /// The body every task runs: record the yielder, run `f`, store its result.
@@ -476,9 +497,10 @@ impl<T> Drop for JoinHandle<T> {
 /// task's runtime, or on the global runtime from a plain thread.
 ///
 /// # Panics
-/// If the task cannot be made: no stack can be had, the task table is full,
-/// or the runtime is shutting down. [`Builder::spawn`] returns that error
-/// instead.
+/// If the task cannot be made: no stack can be had, or the task table is
+/// full. [`Builder::spawn`] returns that error instead. Into a runtime that
+/// is shutting down, the task is cancelled at once (see
+/// [`Builder::spawn`]).
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,

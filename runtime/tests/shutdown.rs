@@ -179,3 +179,35 @@ fn wake_ups_racing_the_stop_lose_no_task() {
         );
     }
 }
+
+/// Sends, as it is dropped, what a task spawned then gives.
+struct SpawnsOnDrop(std::sync::mpsc::Sender<Result<(), JoinError>>);
+
+impl Drop for SpawnsOnDrop {
+    fn drop(&mut self) {
+        let child = spindle::spawn(|| ());
+        let _ = self.0.send(child.join());
+    }
+}
+
+/// A destructor that spawns, run while the stop unwinds its task, gets a
+/// task cancelled at once: spawning into a stopping runtime is no failure.
+/// (`spawn` used to panic there, inside the unwind: the process aborted.)
+#[test]
+fn a_destructor_that_spawns_during_the_stop_gets_a_cancelled_task() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let blocked = Arc::new(AtomicUsize::new(0));
+    let b = blocked.clone();
+    let h = rt.spawn(move || {
+        let _guard = SpawnsOnDrop(tx);
+        b.store(1, Ordering::SeqCst);
+        let _ = spindle::sleep(Duration::from_secs(600));
+    });
+    while blocked.load(Ordering::SeqCst) == 0 {
+        std::thread::yield_now();
+    }
+    rt.shutdown();
+    assert!(matches!(rx.recv().unwrap(), Err(JoinError::Cancelled)));
+    assert!(matches!(h.join(), Err(JoinError::Cancelled)));
+}
