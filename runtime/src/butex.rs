@@ -89,6 +89,26 @@ pub(crate) enum Waiter {
 
 /// One wait: in the task's meta, or on a plain thread's stack; see the
 /// module docs.
+/// What may end a task's wait besides a wake-up and its deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaitKind {
+    /// `interrupt` and `stop` too (sleeps, `Butex::wait`).
+    Interruptible,
+    /// Not those (join, the waits of `sync`); its runtime's stop does.
+    Uninterruptible,
+    /// Nothing else at all: `block_on`'s wait for a task that borrows from
+    /// the waiting frame, which must outlive that task, so not even the
+    /// stop of the waiter's own runtime cancels the waiter before the task
+    /// has ended (`end_wait_at_stop`).
+    Borrowed,
+}
+
+impl WaitKind {
+    fn interruptible(self) -> bool {
+        self == WaitKind::Interruptible
+    }
+}
+
 pub(crate) struct WaitNode {
     // Links and `linked`: under the butex lock.
     prev: Cell<*const WaitNode>,
@@ -101,8 +121,8 @@ pub(crate) struct WaitNode {
     pub(crate) butex: *const Butex,
     expected: u32,
     waiter: Waiter,
-    /// Whether interrupt/stop may end this wait (join's may not).
-    interruptible: bool,
+    /// What may end this wait besides a wake-up and its deadline.
+    kind: WaitKind,
     deadline: Option<Instant>,
     /// One of the outcome constants; written under the butex lock (or the
     /// task's interrupt lock, before the node is linked).
@@ -119,7 +139,7 @@ impl WaitNode {
         butex: &Butex,
         expected: u32,
         waiter: Waiter,
-        interruptible: bool,
+        kind: WaitKind,
         deadline: Option<Instant>,
     ) -> Self {
         WaitNode {
@@ -130,7 +150,7 @@ impl WaitNode {
             butex,
             expected,
             waiter,
-            interruptible,
+            kind,
             deadline,
             outcome: AtomicU32::new(WAITING),
             timer: UnsafeCell::new(None),
@@ -252,6 +272,12 @@ unsafe fn claim(list: &mut WaitList, node: &WaitNode, outcome: u32) -> Option<Wa
 pub(crate) unsafe fn end_wait_at_stop(t: TaskRef) -> bool {
     // SAFETY: the caller's contract.
     let node = unsafe { t.current_wait() };
+    if node.kind == WaitKind::Borrowed {
+        // `block_on` from a task: the task it waits for borrows from its
+        // frame, so it is unwound only once that task has ended (which
+        // wakes it, and queues it here). Until then it counts as on its way.
+        return false;
+    }
     // SAFETY: as above.
     let butex = unsafe { &*node.butex };
     let wake = {
@@ -325,7 +351,7 @@ impl Butex {
     ///   [`stop`](crate::stop) (tasks only);
     /// - `DeadlineExceeded`: the enclosing scope's deadline passed.
     pub fn wait(&self, expected: u32, deadline: Option<Instant>) -> Result<(), WaitError> {
-        wait(self, expected, deadline, true)
+        wait(self, expected, deadline, WaitKind::Interruptible)
     }
 
     /// Wakes the longest waiter; returns how many were woken (0 or 1).
@@ -389,15 +415,15 @@ impl Butex {
     }
 }
 
-/// The shared body of every wait; `interruptible` is false for join.
+/// The shared body of every wait.
 pub(crate) fn wait(
     butex: &Butex,
     expected: u32,
     deadline: Option<Instant>,
-    interruptible: bool,
+    kind: WaitKind,
 ) -> Result<(), WaitError> {
     let task = group::current_task().filter(|_| group::can_suspend());
-    if interruptible {
+    if kind.interruptible() {
         if let Some(t) = task {
             if t.stopped.load(Ordering::Acquire) {
                 return Err(WaitError::Stopped);
@@ -418,7 +444,7 @@ pub(crate) fn wait(
     }
     let outcome = match task {
         Some(t) => {
-            let node = WaitNode::new(butex, expected, Waiter::Task(t), interruptible, deadline);
+            let node = WaitNode::new(butex, expected, Waiter::Task(t), kind, deadline);
             // SAFETY: `t` is the running task, and not in a wait: its last
             // wait's `Leave` has run.
             let node = unsafe { t.begin_wait(node) };
@@ -426,7 +452,7 @@ pub(crate) fn wait(
         }
         None => {
             let me = Waiter::Thread(os_thread::current());
-            let node = WaitNode::new(butex, expected, me, false, deadline);
+            let node = WaitNode::new(butex, expected, me, WaitKind::Uninterruptible, deadline);
             wait_thread(butex, &node)
         }
     };
@@ -468,7 +494,7 @@ impl Drop for Leave<'_> {
         if let Some(g) = group::current_group() {
             g.forget_sleep(node);
         }
-        if node.interruptible {
+        if node.kind.interruptible() {
             t.lock_interrupts().waiting = ptr::null();
         }
         // SAFETY: written by our worker in `block` before we could resume
@@ -489,6 +515,16 @@ impl Drop for Leave<'_> {
                     }
                 }
             }
+        }
+        // A wake-up this task took but never acted on (its runtime's stop
+        // unwinds it instead of resuming it) goes to the next waiter, as a
+        // waiter that acted on it would have let go of what it was for: a
+        // plain thread queued behind it on a mutex must not sleep beside a
+        // free lock. (At worst a spurious wake-up.)
+        if group::unwinding_cancelled() && node.outcome.load(Ordering::Acquire) == WOKEN {
+            // SAFETY: the wait borrows the butex until it returns, and
+            // this guard is part of it.
+            unsafe { &*node.butex }.wake_one();
         }
         t.end_wait();
     }
@@ -557,7 +593,7 @@ pub(crate) fn block(g: &TaskGroup, t: TaskRef, node: &WaitNode) {
     // SAFETY: the butex outlives the wait: its waiter holds a reference.
     let butex = unsafe { &*node.butex };
     let linked = {
-        let mut st = node.interruptible.then(|| t.lock_interrupts());
+        let mut st = node.kind.interruptible().then(|| t.lock_interrupts());
         let interrupted = match st.as_mut() {
             Some(st) if st.pending || t.stopped.load(Ordering::Acquire) => {
                 st.pending = false;
@@ -729,7 +765,7 @@ mod tests {
                 butex: &**butex,
                 expected: 0,
                 waiter: Waiter::Thread(waiter),
-                interruptible: true,
+                kind: WaitKind::Interruptible,
                 deadline: None,
                 outcome: AtomicU32::new(WAITING),
                 timer: UnsafeCell::new(None),

@@ -732,9 +732,11 @@ impl TaskGroup {
 
     /// At stop, after [`cancel_queued`](Self::cancel_queued): ends the
     /// waits of the tasks still blocked here, and cancels them the same way
-    /// (their joins return `Cancelled`, their stacks unwind and come back).
-    /// A wait that somebody else ended meanwhile has its task on the way to
-    /// the remote queue: it is waited for.
+    /// (their joins return `Cancelled`, their stacks are unwound and
+    /// unmapped). A wait that somebody else ended meanwhile has its task on
+    /// the way to the remote queue: it is waited for, and so is a task in
+    /// `block_on`, until the task it waits for, which borrows from it, has
+    /// ended (`WaitKind::Borrowed`).
     fn cancel_blocked(&self) {
         let blocked = self.started.len();
         if blocked == 0 {
@@ -745,9 +747,12 @@ impl TaskGroup {
             tasks = blocked,
             "cancelling the tasks blocked in a wait at stop"
         );
+        let mut idle_rounds = 0u32;
         while self.started.len() > 0 {
             let mut ended = false;
-            for t in self.started.snapshot() {
+            // Oldest first: what a newer task's destructors wait for (a
+            // lock, say), an older one is likelier to hold.
+            for t in self.started.snapshot().into_iter().rev() {
                 // SAFETY: after `cancel_queued`, a started task of this
                 // worker has not run since it suspended in a wait: it is
                 // blocked there, or its wait was just ended by another
@@ -756,10 +761,18 @@ impl TaskGroup {
                 ended |= unsafe { crate::butex::end_wait_at_stop(t) };
             }
             self.cancel_queued();
-            if !ended {
-                // Every wait left was ended elsewhere; the tasks are a push
-                // away from the remote queue.
-                std::thread::yield_now();
+            if ended {
+                idle_rounds = 0;
+            } else {
+                // Every wait left was ended elsewhere, and its task is a
+                // push away from the remote queue; or it is `block_on`'s,
+                // whose task (perhaps on another runtime) may take a while.
+                idle_rounds += 1;
+                if idle_rounds < 100 {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
             }
         }
     }

@@ -20,7 +20,8 @@
 //! queue it sits in, the worker running it, the waiter list it sleeps in)
 //! owns the scheduling fields; `lock` guards the interrupt state; the result
 //! slot is written once by the finishing task and read once by the joiner,
-//! ordered by the join butex.
+//! ordered by the join butex. The exception is `started_links`, which
+//! belongs to the task's home worker from its first run to its end.
 
 use crate::butex::{Butex, WaitNode};
 use crate::control::Shared;
@@ -421,6 +422,12 @@ impl TaskMeta {
     /// [`begin_wait`](Self::begin_wait), and has not left it (its wait's
     /// guard has not run), so the node is written and alive.
     pub(crate) unsafe fn current_wait(&self) -> &WaitNode {
+        #[cfg(debug_assertions)]
+        assert!(
+            self.in_wait.load(Ordering::Relaxed),
+            "{} is in no wait",
+            self.id()
+        );
         // SAFETY: the caller's contract.
         unsafe { (*self.wait_node.get()).assume_init_ref() }
     }

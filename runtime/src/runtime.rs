@@ -6,7 +6,9 @@
 //! each worker then cancels the tasks still queued on it (unwinding started
 //! ones on their own thread), then ends the waits of those blocked in one
 //! and cancels them the same way, and exits. So no task outlives its
-//! runtime, and every stack comes back.
+//! runtime, and no stack is kept for one. (The one wait it does not cut
+//! short is `block_on`'s from a task, whose task borrows from the waiter:
+//! the worker waits for that task to end first.)
 
 use crate::control::{Config, GroupShared, GroupStats, Shared, MAX_WORKERS};
 use crate::error::{JoinError, SetWorkersError};
@@ -204,13 +206,16 @@ impl Runtime {
             .unwrap_or_else(|e| panic!("Runtime::spawn failed: {e}"))
     }
 
-    /// Runs `f` as a task of this runtime and blocks this OS thread until it
-    /// returns; re-raises its panic. `f` may borrow from the caller, and runs
-    /// under the caller's `with_deadline` scope, if any.
+    /// Runs `f` as a task of this runtime and blocks this OS thread (or,
+    /// from a task, suspends that task) until it returns; re-raises its
+    /// panic. `f` may borrow from the caller, and runs under the caller's
+    /// `with_deadline` scope, if any. Nothing cuts the wait short, not
+    /// interrupts, deadline scopes, nor the stop of the calling task's own
+    /// runtime (which waits for `f` before it unwinds the caller).
     ///
     /// # Panics
     /// With `f`'s panic, and if the task cannot be made (as
-    /// [`spawn`](Self::spawn)). (The runtime cannot stop meanwhile: it is
+    /// [`spawn`](Self::spawn)). (This runtime cannot stop meanwhile: it is
     /// borrowed.)
     pub fn block_on<F, T>(&self, f: F) -> T
     where
@@ -244,7 +249,12 @@ impl Runtime {
         let handle: JoinHandle<()> = JoinHandle::new(t);
         crate::time::without_scope(|| {
             while t.join.value().load(Ordering::Acquire) == task::RUNNING {
-                let _ = crate::butex::wait(&t.join, task::RUNNING, None, false);
+                let _ = crate::butex::wait(
+                    &t.join,
+                    task::RUNNING,
+                    None,
+                    crate::butex::WaitKind::Borrowed,
+                );
             }
         });
         drop(handle);

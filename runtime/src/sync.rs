@@ -22,7 +22,7 @@
 //! thread, as on a plain thread. If only a task of that same worker can end
 //! the wait, it never ends; and `interrupt` does not reach such a wait.
 
-use crate::butex::{self, Butex};
+use crate::butex::{self, Butex, WaitKind};
 use crate::error::WaitError;
 use std::cell::UnsafeCell;
 use std::fmt;
@@ -112,7 +112,7 @@ impl<T: ?Sized> Mutex<T> {
             if st.swap(CONTENDED, Ordering::Acquire) == UNLOCKED {
                 return Ok(MutexGuard { mutex: self });
             }
-            match butex::wait(&self.state, CONTENDED, deadline, false) {
+            match butex::wait(&self.state, CONTENDED, deadline, WaitKind::Uninterruptible) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),
             }
@@ -251,7 +251,7 @@ impl Condvar {
         // moves it, and our wait then returns at once.
         let seq = self.seq.value().load(Ordering::Acquire);
         drop(guard);
-        match butex::wait(&self.seq, seq, deadline, false) {
+        match butex::wait(&self.seq, seq, deadline, WaitKind::Uninterruptible) {
             Ok(()) | Err(WaitError::WouldBlock) => {}
             Err(e) => return Err(e),
         }
@@ -371,7 +371,7 @@ impl CountdownEvent {
             if cur == 0 {
                 return Ok(());
             }
-            match butex::wait(&self.count, cur, deadline, false) {
+            match butex::wait(&self.count, cur, deadline, WaitKind::Uninterruptible) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),
             }

@@ -9,7 +9,7 @@
 //! the new task goes on the worker's own deque (others may steal it until it
 //! first runs); from a plain thread it goes on the runtime's injector.
 
-use crate::butex;
+use crate::butex::{self, WaitKind};
 use crate::control::{GroupStats, Shared};
 use crate::error::JoinError;
 use crate::group::{self, Suspend};
@@ -455,7 +455,7 @@ impl<T> JoinHandle<T> {
                 _ => return Err(JoinError::Cancelled),
             }
             if let Err(crate::WaitError::DeadlineExceeded) =
-                butex::wait(&self.task.join, RUNNING, None, false)
+                butex::wait(&self.task.join, RUNNING, None, WaitKind::Uninterruptible)
             {
                 return Err(JoinError::DeadlineExceeded);
             }

@@ -9,7 +9,7 @@
 //! A deadline scope ([`with_deadline`]) is a per-task (or, on a plain thread,
 //! per-thread) earliest deadline that every blocking call folds into its own.
 
-use crate::butex;
+use crate::butex::{self, WaitKind};
 use crate::error::{NoSuchTask, SleepError, WaitError};
 use crate::group;
 use crate::meta::{self, TaskId, TaskTable};
@@ -132,7 +132,7 @@ fn sleep_inner(deadline: Option<Instant>) -> Result<(), SleepError> {
         return sleep_thread(deadline);
     };
     let expected = t.sleep.value().load(Ordering::Relaxed);
-    match butex::wait(&t.sleep, expected, deadline, true) {
+    match butex::wait(&t.sleep, expected, deadline, WaitKind::Interruptible) {
         // Nobody wakes the sleep butex: a wake-up is spurious; treat it as a
         // short sleep rather than loop (callers of sleep tolerate early wakes
         // no better than late ones, and none happen).

@@ -3,25 +3,41 @@
 //! from a task, yield, wake + wait on a Butex, a timed wait whose timer is
 //! armed and cancelled, and an uncontended `sync::Mutex`, which arms no
 //! timer either, even inside a deadline scope. Allocations are counted by a
-//! global allocator, in a binary of its own; futex calls by the parking
-//! crate, per thread.
+//! global allocator, in a binary of its own, and futex calls by the parking
+//! crate: both per thread, the one that runs the path (a task's worker), so
+//! that the runtime's other threads (the timer thread, an idle worker's
+//! housekeeping) do not count.
 
 use spindle::sync::Mutex;
 use spindle::{Butex, Runtime};
 use spindle_parking::futex::calls_on_this_thread;
 use spindle_timer::TimerThread;
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// Allocations made by this thread (a `Cell` with no destructor: reading
+    /// it allocates nothing, even from inside the allocator).
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count_allocation() {
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+fn allocations_on_this_thread() -> usize {
+    ALLOCS.try_with(Cell::get).unwrap_or(0)
+}
 
 // SAFETY: forwards to the system allocator; only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count_allocation();
         // SAFETY: the caller's contract is passed on unchanged.
         unsafe { System.alloc(l) }
     }
@@ -30,7 +46,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count_allocation();
         // SAFETY: as above.
         unsafe { System.realloc(p, l, n) }
     }
@@ -58,13 +74,13 @@ fn steady_state(round: impl Fn()) -> Cost {
     for _ in 0..50_000 {
         round();
     }
-    let allocs = ALLOCS.load(Ordering::SeqCst);
+    let allocs = allocations_on_this_thread();
     let calls = calls_on_this_thread();
     for _ in 0..100_000 {
         round();
     }
     Cost {
-        allocations: ALLOCS.load(Ordering::SeqCst) - allocs,
+        allocations: allocations_on_this_thread() - allocs,
         futex_calls: calls_on_this_thread() - calls,
     }
 }
@@ -89,10 +105,14 @@ fn uncontended_mutex() -> (Cost, Cost) {
 
 #[test]
 fn hot_paths_allocate_nothing_and_make_no_futex_call() {
-    // The count is real: a wake with nobody waiting is still a call.
+    // The counts are real: a wake with nobody waiting is still a call, and
+    // a box is an allocation.
     let before = calls_on_this_thread();
     spindle_parking::futex::wake(&std::sync::atomic::AtomicU32::new(0), 1);
     assert_eq!(calls_on_this_thread(), before + 1);
+    let before = allocations_on_this_thread();
+    drop(std::hint::black_box(Box::new(1u64)));
+    assert_eq!(allocations_on_this_thread(), before + 1);
     let rt = Runtime::builder().workers(1).build().unwrap();
     let (spawn_join, yields, butex, timed, mutex) = rt.block_on(|| {
         let spawn_join = steady_state(|| {
