@@ -52,6 +52,10 @@ use std::sync::atomic::Ordering::{AcqRel, Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// How long a stopping worker waits for its tasks in `block_on` before it
+/// says so (`TaskGroup::cancel_blocked`).
+const STOP_WAIT_WARNING: Duration = Duration::from_secs(1);
+
 /// Every this many runs, a task of the injector and one of the ready list
 /// (with the remote queue) go before the LIFO slot and `fresh`, so that a
 /// worker busy with its own new tasks still gets to them (tokio checks its
@@ -748,6 +752,8 @@ impl TaskGroup {
             "cancelling the tasks blocked in a wait at stop"
         );
         let mut idle_rounds = 0u32;
+        let since = Instant::now();
+        let mut warned = false;
         while self.started.len() > 0 {
             let mut ended = false;
             // Oldest first: what a newer task's destructors wait for (a
@@ -772,6 +778,15 @@ impl TaskGroup {
                     std::thread::yield_now();
                 } else {
                     std::thread::sleep(Duration::from_millis(1));
+                }
+                if !warned && since.elapsed() >= STOP_WAIT_WARNING {
+                    warned = true;
+                    tracing::warn!(
+                        worker = self.index,
+                        tasks = self.started.len(),
+                        "the stop has waited {STOP_WAIT_WARNING:?} for tasks in block_on \
+                         (the tasks they wait for have not ended)"
+                    );
                 }
             }
         }

@@ -379,9 +379,9 @@ impl Runtime {
         s
     }
 
-    /// Stops the workers and waits for them to exit (from one of the
-    /// runtime's own tasks, it cannot wait for its own worker, and returns
-    /// at once: the workers exit on their own). Also on drop.
+    /// Stops the workers and waits for them to exit (from a task, of this
+    /// runtime or another, it returns at once instead: the workers exit on
+    /// their own, and waiting could deadlock). Also on drop.
     ///
     /// Every task that has not ended is cancelled, whether queued or
     /// blocked in a wait (any wait: sleep, `Butex`, join, `sync`): a started
@@ -404,11 +404,12 @@ impl Runtime {
         if let Some(&id) = sh.watchdog.get() {
             stop_watchdog(id);
         }
-        // A worker of this runtime cannot wait for itself.
-        let on_own_worker =
-            group::current_group().is_some_and(|g| Arc::ptr_eq(&g.shared, &self.shared));
+        // A worker of this runtime cannot wait for itself, and a worker of
+        // another must not wait either: our workers may wait for its tasks
+        // (a task of ours in `block_on` on that runtime), which need it.
+        let on_a_worker = group::current_group().is_some();
         let threads = std::mem::take(&mut *sh.threads.lock().unwrap_or_else(|e| e.into_inner()));
-        if on_own_worker {
+        if on_a_worker {
             return;
         }
         for h in threads {

@@ -177,6 +177,16 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
     }
 }
 
+/// Passes a condition variable's notification on to another waiter when
+/// dropped: the waiter that took it did not get to act on it.
+struct PassOnIfUnseen<'a>(&'a Butex);
+
+impl Drop for PassOnIfUnseen<'_> {
+    fn drop(&mut self) {
+        self.0.wake_one();
+    }
+}
+
 /// A condition variable for [`Mutex`]; see the module docs.
 #[derive(Debug)]
 pub struct Condvar {
@@ -255,15 +265,19 @@ impl Condvar {
             Ok(()) | Err(WaitError::WouldBlock) => {}
             Err(e) => return Err(e),
         }
+        // We were notified (or a notification came as we queued). If the
+        // caller never sees it, because a deadline scope ends the relock
+        // below or the runtime's stop unwinds this task in it, another
+        // waiter must have it, in case it was a `notify_one`. At worst that
+        // wakes one waiter for nothing, which waiters allow for.
+        let pass_on = PassOnIfUnseen(&self.seq);
         // Waiters woken together race for the lock; the losers mark it
         // CONTENDED, so each unlock wakes the next of them.
-        mutex.lock().inspect_err(|_| {
-            // We were notified (or a notification came as we queued), but
-            // a deadline scope ends this wait before the caller sees it: if
-            // it was a `notify_one`, another waiter must have it. At worst
-            // this wakes one waiter for nothing, which waiters allow for.
-            self.seq.wake_one();
-        })
+        let relocked = mutex.lock();
+        if relocked.is_ok() {
+            std::mem::forget(pass_on);
+        }
+        relocked
     }
 
     /// Wakes the longest-waiting task or thread, if any.

@@ -105,6 +105,12 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        // The one check of the stop (`prepare` makes none, so no spawn
+        // fails for it). Only a task of this runtime can spawn while it
+        // stops (every other spawn borrows the runtime, which its stop
+        // consumes), onto its own worker's queues, and that worker drains
+        // them only once the task has suspended: a spawn that got past the
+        // check is cancelled there.
         if shared.stopping.load(Ordering::Acquire) {
             return cancelled_at_once(f);
         }
@@ -275,9 +281,6 @@ pub(crate) unsafe fn prepare_unchecked<B>(
 where
     B: FnOnce(TaskRef, &TaskYielder) + Send,
 {
-    if shared.stopping.load(Ordering::Relaxed) {
-        return Err(io::Error::other("the runtime is shutting down"));
-    }
     let size = match stack_size {
         Some(s) => stack::check_size(s)?,
         None => shared.stacks.default_size(),

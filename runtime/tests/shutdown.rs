@@ -292,3 +292,79 @@ fn a_wake_up_taken_by_a_cancelled_task_is_passed_on() {
     drop(hog);
     assert_eq!(thread.join().unwrap(), Ok(()), "the thread got the lock");
 }
+
+/// A runtime dropped from a task of another runtime does not wait there for
+/// its workers: they may be waiting for that other runtime's tasks (here a
+/// task of the dropped runtime is in `block_on` on the other one, with one
+/// worker, which the wait would hold). (Found by review: the drop joined the
+/// workers from the other runtime's only worker, and nothing moved again.)
+#[test]
+fn a_runtime_dropped_from_another_runtimes_task_does_not_deadlock_it() {
+    let a = Runtime::builder().workers(1).build().unwrap();
+    let b = Arc::new(Runtime::builder().workers(1).build().unwrap());
+    let stage = Arc::new(AtomicUsize::new(0));
+    let (s, b2) = (stage.clone(), b.clone());
+    let caller = a.spawn(move || {
+        b2.block_on(|| {
+            s.store(1, Ordering::SeqCst);
+            // Suspends, so that the dropping task gets B's worker.
+            spindle::sleep(Duration::from_millis(50)).unwrap();
+            s.store(2, Ordering::SeqCst);
+        })
+    });
+    while stage.load(Ordering::SeqCst) == 0 {
+        std::thread::yield_now();
+    }
+    let dropper = b.spawn(move || drop(a));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    if spindle::with_deadline(deadline, || dropper.join()).is_err() {
+        // Deadlocked: dropping B would wait for its stuck worker.
+        std::mem::forget(b);
+        panic!("the drop of A never returned on B's worker");
+    }
+    while stage.load(Ordering::SeqCst) != 2 {
+        assert!(Instant::now() < deadline, "the borrowing task never ended");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let r = spindle::with_deadline(deadline, || caller.join());
+    assert!(matches!(r, Ok(()) | Err(JoinError::Cancelled)), "{r:?}");
+}
+
+/// A condvar notification taken by a task that the stop then unwinds, while
+/// it waits to lock the mutex again, is passed on to the next waiter.
+/// (Found by review, like the mutex's.)
+#[test]
+fn a_notification_taken_by_a_task_the_stop_unwinds_is_passed_on() {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let pair = Arc::new((Mutex::new(()), Condvar::new()));
+    let queued = Arc::new(AtomicUsize::new(0));
+    let (p, q) = (pair.clone(), queued.clone());
+    let _task = rt.spawn(move || {
+        let (m, cv) = &*p;
+        let g = m.lock().unwrap();
+        q.store(1, Ordering::SeqCst);
+        drop(cv.wait(g));
+    });
+    while queued.load(Ordering::SeqCst) == 0 {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    // A plain thread waits behind it.
+    let p = pair.clone();
+    let thread = std::thread::spawn(move || {
+        let (m, cv) = &*p;
+        let g = m.lock().unwrap();
+        spindle::with_deadline(Instant::now() + Duration::from_secs(30), || {
+            cv.wait(g).map(drop)
+        })
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    // The task takes the notification and blocks relocking the mutex,
+    // which this thread holds through the stop.
+    let held = pair.0.lock().unwrap();
+    pair.1.notify_one();
+    std::thread::sleep(Duration::from_millis(20));
+    rt.shutdown();
+    drop(held);
+    assert_eq!(thread.join().unwrap(), Ok(()), "the thread was notified");
+}

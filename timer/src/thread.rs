@@ -809,7 +809,9 @@ impl Runner {
     /// The timer thread's loop, until it is stopped.
     fn serve(&mut self) {
         set_timer_slack(self.shared.slack_ns);
-        tracing::info!(name = %self.shared.name, "timer thread started");
+        let _ = catch_unwind(AssertUnwindSafe(
+            || tracing::info!(name = %self.shared.name, "timer thread started"),
+        ));
         loop {
             if self.shared.stopped.load(Ordering::Acquire) {
                 break;
@@ -1064,7 +1066,10 @@ impl Runner {
 #[cfg(not(loom))]
 fn set_timer_slack(ns: u64) {
     if let Err(error) = spindle_parking::futex::set_timer_slack(ns) {
-        tracing::warn!(%error, "could not set the timer slack");
+        // A subscriber that panics must not stop the timer (see `run`).
+        let _ = catch_unwind(AssertUnwindSafe(
+            || tracing::warn!(%error, "could not set the timer slack"),
+        ));
     }
 }
 
