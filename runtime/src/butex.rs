@@ -272,20 +272,40 @@ unsafe fn claim(list: &mut WaitList, node: &WaitNode, outcome: u32) -> Option<Wa
 pub(crate) unsafe fn end_wait_at_stop(t: TaskRef) -> bool {
     // SAFETY: the caller's contract.
     let node = unsafe { t.current_wait() };
-    if node.kind == WaitKind::Borrowed {
-        // `block_on` from a task: the task it waits for borrows from its
-        // frame, so it is unwound only once that task has ended (which
-        // wakes it, and queues it here). Until then it counts as on its way.
-        return false;
-    }
     // SAFETY: as above.
+    unsafe { claim_for_stop(node) }.map(Wake::deliver).is_some()
+}
+
+/// The claim of [`end_wait_at_stop`]: ends the wait of `node` unless it has
+/// ended, or is `block_on`'s (whose task borrows from the waiter's frame, so
+/// the waiter is unwound only once that task has ended, which wakes it).
+///
+/// # Safety
+/// `node` is alive, and so is its butex.
+unsafe fn claim_for_stop(node: &WaitNode) -> Option<Wake> {
+    if node.kind == WaitKind::Borrowed {
+        return None;
+    }
+    // SAFETY: the caller's contract.
     let butex = unsafe { &*node.butex };
-    let wake = {
-        let mut list = butex.lock();
-        // SAFETY: under the lock; `node` is alive.
-        unsafe { claim(&mut list, node, INTERRUPTED) }
-    };
-    wake.map(Wake::deliver).is_some()
+    let mut list = butex.lock();
+    // SAFETY: under the lock; `node` is alive.
+    unsafe { claim(&mut list, node, INTERRUPTED) }
+}
+
+/// For a wait left without being acted on (its task unwound by its
+/// runtime's stop): if a wake-up ended it, that wake-up goes to the next
+/// waiter, as a waiter that acted on it would have let go of what it was
+/// for; a plain thread queued behind it on a mutex must not sleep beside a
+/// free lock. (At worst a spurious wake-up.)
+///
+/// # Safety
+/// `node`'s butex is alive.
+unsafe fn pass_on_unseen_wake(node: &WaitNode) {
+    if node.outcome.load(Ordering::Acquire) == WOKEN {
+        // SAFETY: the caller's contract.
+        unsafe { &*node.butex }.wake_one();
+    }
 }
 
 /// Queues a started task that was blocked: on this worker's ready list if
@@ -516,15 +536,10 @@ impl Drop for Leave<'_> {
                 }
             }
         }
-        // A wake-up this task took but never acted on (its runtime's stop
-        // unwinds it instead of resuming it) goes to the next waiter, as a
-        // waiter that acted on it would have let go of what it was for: a
-        // plain thread queued behind it on a mutex must not sleep beside a
-        // free lock. (At worst a spurious wake-up.)
-        if group::unwinding_cancelled() && node.outcome.load(Ordering::Acquire) == WOKEN {
+        if group::unwinding_cancelled() {
             // SAFETY: the wait borrows the butex until it returns, and
             // this guard is part of it.
-            unsafe { &*node.butex }.wake_one();
+            unsafe { pass_on_unseen_wake(node) };
         }
         t.end_wait();
     }
@@ -954,6 +969,85 @@ mod tests {
             assert!(interrupter.join().unwrap().is_none());
             assert_eq!(outcome, INTERRUPTED, "the interrupt ended this wait");
             assert!(!st.0.lock().unwrap().pending, "and was consumed once");
+        });
+    }
+
+    /// The stop claims a blocked task's wait (`claim_for_stop`) while a
+    /// waker's one `wake_one` and the timer race it, with a second waiter
+    /// queued behind: whichever wins, the wake-up is not lost. If the waker
+    /// reached the task first, the task, unwound instead of resumed, passes
+    /// it on (`pass_on_unseen_wake`); if the stop did, the waker finds the
+    /// second waiter itself.
+    #[test]
+    fn loom_the_stop_claiming_a_wait_loses_no_wake_up() {
+        loom_model(|| {
+            let butex = Arc::new(Butex::new(0));
+            // The second waiter is a thread of its own, and so are all the
+            // racers: this thread only joins them. (Loom's `unpark` would
+            // also end a `join` it landed in.) The first waiter, a task,
+            // has its wake-ups go through its worker, which polls; they
+            // are addressed to the second waiter's thread, as a spurious
+            // wake-up it re-checks.
+            let published = Arc::new(AtomicBool::new(false));
+            let slot = Arc::new(std::sync::OnceLock::<Arc<Model>>::new());
+            let second_waiter = {
+                let (published, slot) = (published.clone(), slot.clone());
+                thread::spawn(move || {
+                    while !published.load(Ordering::Acquire) {
+                        thread::yield_now();
+                    }
+                    wait(slot.get().expect("published"))
+                })
+            };
+            let first = model(&butex, second_waiter.thread().clone());
+            let second = model(&butex, second_waiter.thread().clone());
+            second.timer.store(CANCELLED, Ordering::Release); // untimed
+            link(&first);
+            link(&second);
+            let _ = slot.set(second.clone());
+            published.store(true, Ordering::Release);
+            let waker = {
+                let b = butex.clone();
+                thread::spawn(move || b.wake_one())
+            };
+            let timer = spawn_timer(&first);
+            let worker = {
+                let first = first.clone();
+                thread::spawn(move || {
+                    // The stopping worker: claim, or find the wait ended.
+                    // SAFETY (of the model): the nodes and butex are alive.
+                    let claimed = unsafe { claim_for_stop(&first.node) }.is_some();
+                    let outcome = loop {
+                        match first.node.outcome.load(Ordering::Acquire) {
+                            WAITING => thread::yield_now(),
+                            o => break o,
+                        }
+                    };
+                    if cancel_timer(&first) == Err(RUNNING) {
+                        while !first.node.timer_done.load(Ordering::Acquire) {
+                            thread::yield_now();
+                        }
+                    }
+                    // The task unwinds: its guard passes an unseen wake-up on.
+                    // SAFETY (of the model): as above.
+                    unsafe { pass_on_unseen_wake(&first.node) };
+                    (claimed, outcome)
+                })
+            };
+            let second_outcome = second_waiter.join().unwrap();
+            let (claimed, outcome) = worker.join().unwrap();
+            assert_eq!(claimed, outcome == INTERRUPTED);
+            assert_eq!(
+                waker.join().unwrap(),
+                1,
+                "a waiter was always there to wake"
+            );
+            timer.join().unwrap();
+            assert_eq!(
+                second_outcome, WOKEN,
+                "the wake-up reached the second waiter"
+            );
+            assert!(butex.lock().front().is_none(), "both nodes left the list");
         });
     }
 
