@@ -12,48 +12,21 @@ use spindle_timer::{TimerId, Unschedule};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Level, Metadata, Subscriber};
+use tracing::Level;
 
 /// Error-level events seen so far, as their rendered fields.
 fn errors() -> &'static Mutex<Vec<String>> {
     static ERRORS: OnceLock<&'static Mutex<Vec<String>>> = OnceLock::new();
     ERRORS.get_or_init(|| {
         let errors: &'static Mutex<Vec<String>> = Box::leak(Box::new(Mutex::new(Vec::new())));
-        tracing::subscriber::set_global_default(Recorder(errors)).expect("install the subscriber");
+        let recorder = OnEvent(move |level: Level, fields: &str| {
+            if level == Level::ERROR {
+                errors.lock().unwrap().push(fields.to_owned());
+            }
+        });
+        tracing::subscriber::set_global_default(recorder).expect("install the subscriber");
         errors
     })
-}
-
-struct Recorder(&'static Mutex<Vec<String>>);
-
-struct Fields(String);
-
-impl Visit for Fields {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.push_str(&format!("{}={:?} ", field.name(), value));
-    }
-}
-
-impl Subscriber for Recorder {
-    fn enabled(&self, _: &Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
-    }
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, event: &Event<'_>) {
-        if *event.metadata().level() == Level::ERROR {
-            let mut fields = Fields(String::new());
-            event.record(&mut fields);
-            self.0.lock().unwrap().push(fields.0);
-        }
-    }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
 }
 
 fn reported(needle: &str) -> bool {

@@ -9,50 +9,24 @@ use common::*;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Metadata, Subscriber};
 
 /// Events whose fields contain this make the subscriber panic.
 static PANIC_ON: Mutex<Option<&'static str>> = Mutex::new(None);
 
-struct Panicky;
-
-struct Fields(String);
-
-impl Visit for Fields {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.push_str(&format!("{}={:?} ", field.name(), value));
-    }
-}
-
-impl Subscriber for Panicky {
-    fn enabled(&self, _: &Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
-    }
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, event: &Event<'_>) {
-        let mut fields = Fields(String::new());
-        event.record(&mut fields);
-        let needle = *PANIC_ON.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(needle) = needle {
-            if fields.0.contains(needle) {
-                panic!("the subscriber panics on {needle:?}");
-            }
+/// Panics on the events [`PANIC_ON`] names.
+fn panicky(_: tracing::Level, fields: &str) {
+    let needle = *PANIC_ON.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(needle) = needle {
+        if fields.contains(needle) {
+            panic!("the subscriber panics on {needle:?}");
         }
     }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
 }
 
 /// The two cases run in turn, in one test: they share the subscriber.
 #[test]
 fn a_panicking_subscriber_does_not_stop_the_timer() {
-    tracing::subscriber::set_global_default(Panicky).expect("install the subscriber");
+    tracing::subscriber::set_global_default(OnEvent(panicky)).expect("install the subscriber");
 
     // 1. It panics on the report of a panicking callback: the report is
     //    lost, the timer thread is not, and the slot is released.
