@@ -87,8 +87,6 @@ pub(crate) enum Waiter {
     Thread(Thread),
 }
 
-/// One wait: in the task's meta, or on a plain thread's stack; see the
-/// module docs.
 /// What may end a task's wait besides a wake-up and its deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WaitKind {
@@ -109,6 +107,8 @@ impl WaitKind {
     }
 }
 
+/// One wait: in the task's meta, or on a plain thread's stack; see the
+/// module docs.
 pub(crate) struct WaitNode {
     // Links and `linked`: under the butex lock.
     prev: Cell<*const WaitNode>,
@@ -511,7 +511,9 @@ struct Leave<'a> {
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
         let (t, node) = (self.t, self.node);
-        if let Some(g) = group::current_group() {
+        // Our worker (a task's wait is left on its home worker's thread).
+        let g = group::current_group();
+        if let Some(g) = g {
             g.forget_sleep(node);
         }
         if node.kind.interruptible() {
@@ -536,7 +538,7 @@ impl Drop for Leave<'_> {
                 }
             }
         }
-        if group::unwinding_cancelled() {
+        if g.is_some_and(TaskGroup::is_unwinding_cancelled) {
             // SAFETY: the wait borrows the butex until it returns, and
             // this guard is part of it.
             unsafe { pass_on_unseen_wake(node) };

@@ -119,7 +119,7 @@ pub(crate) fn current_group() -> Option<&'static TaskGroup> {
 /// Whether the code running on this thread is a cancelled task being
 /// unwound by its runtime's stop.
 pub(crate) fn unwinding_cancelled() -> bool {
-    current_group().is_some_and(|g| g.unwinding_cancelled.get())
+    current_group().is_some_and(TaskGroup::is_unwinding_cancelled)
 }
 
 /// The task running on this thread, if any.
@@ -155,76 +155,42 @@ pub(crate) struct TaskGroup {
 }
 
 /// A worker's started tasks that have not ended: an intrusive list through
-/// their metas (`started_links`), which only this worker touches, so adding
-/// and removing a task costs a few plain stores.
+/// their metas (`started_prev`, `started_next`), which only this worker
+/// touches, so adding and removing a task costs a few plain stores.
 struct StartedTasks {
     head: Cell<Option<TaskRef>>,
-    len: Cell<usize>,
 }
 
 impl StartedTasks {
-    fn new() -> Self {
-        StartedTasks {
-            head: Cell::new(None),
-            len: Cell::new(0),
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.len.get()
-    }
-
-    /// The links of `t`.
-    ///
-    /// # Safety
-    /// `t` started on this list's worker, and that worker calls.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn links(t: TaskRef) -> &'static mut [Option<TaskRef>; 2] {
-        // SAFETY: metas live for good; only the task's home worker touches
-        // the links, and it holds no other reference to them meanwhile.
-        unsafe { &mut *t.started_links.get() }
+    fn is_empty(&self) -> bool {
+        self.head.get().is_none()
     }
 
     /// Adds `t`, which has just started on this worker.
     fn add(&self, t: TaskRef) {
-        let head = self.head.get();
-        // SAFETY: `t` and `head` are this worker's started tasks.
-        unsafe {
-            *Self::links(t) = [None, head];
-            if let Some(h) = head {
-                Self::links(h)[0] = Some(t);
-            }
+        let head = self.head.replace(Some(t));
+        t.started_prev.set(None);
+        t.started_next.set(head);
+        if let Some(h) = head {
+            h.started_prev.set(Some(t));
         }
-        self.head.set(Some(t));
-        self.len.set(self.len.get() + 1);
     }
 
     /// Removes `t`, which has ended (or been cancelled).
     fn remove(&self, t: TaskRef) {
-        // SAFETY: `t` and its neighbours are this worker's started tasks.
-        unsafe {
-            let [prev, next] = std::mem::take(Self::links(t));
-            match prev {
-                Some(p) => Self::links(p)[1] = next,
-                None => self.head.set(next),
-            }
-            if let Some(n) = next {
-                Self::links(n)[0] = prev;
-            }
+        let (prev, next) = (t.started_prev.take(), t.started_next.take());
+        match prev {
+            Some(p) => p.started_next.set(next),
+            None => self.head.set(next),
         }
-        self.len.set(self.len.get() - 1);
+        if let Some(n) = next {
+            n.started_prev.set(prev);
+        }
     }
 
-    /// The tasks on the list now.
+    /// The tasks on the list now, newest first.
     fn snapshot(&self) -> Vec<TaskRef> {
-        let mut all = Vec::with_capacity(self.len());
-        let mut at = self.head.get();
-        while let Some(t) = at {
-            all.push(t);
-            // SAFETY: `t` is this worker's started task.
-            at = unsafe { Self::links(t)[1] };
-        }
-        all
+        std::iter::successors(self.head.get(), |t| t.started_next.get()).collect()
     }
 }
 
@@ -287,9 +253,17 @@ impl TaskGroup {
             tick: Cell::new(0),
             next: Cell::new(None),
             next_sleep: Cell::new(None),
-            started: StartedTasks::new(),
+            started: StartedTasks {
+                head: Cell::new(None),
+            },
             unwinding_cancelled: Cell::new(false),
         }
+    }
+
+    /// Whether this worker is unwinding a task its runtime's stop
+    /// cancelled (see [`unwinding_cancelled`]).
+    pub(crate) fn is_unwinding_cancelled(&self) -> bool {
+        self.unwinding_cancelled.get()
     }
 
     /// Notes that a task of this worker sleeps on `node` until `deadline`,
@@ -424,19 +398,15 @@ impl TaskGroup {
             // `ready`): a flood of spawns from plain threads must not
             // starve the tasks woken here, nor their yields it.
             self.me().remote.take_all(&self.ready);
-            let injector_first = (tick / REMOTE_TICK) % 2 == 0;
-            if injector_first {
-                if let Some(t) = self.steal_one_from_injector() {
-                    return Some(t);
-                }
-            }
-            if let Some(t) = self.ready.pop_front() {
-                return Some(t);
-            }
-            if !injector_first {
-                if let Some(t) = self.steal_one_from_injector() {
-                    return Some(t);
-                }
+            let injector = || self.steal_one_from_injector();
+            let ready = || self.ready.pop_front();
+            let guarded = if (tick / REMOTE_TICK) % 2 == 0 {
+                injector().or_else(ready)
+            } else {
+                ready().or_else(injector)
+            };
+            if guarded.is_some() {
+                return guarded;
             }
         }
         // New tasks before yielded ones: a yield goes behind everything that
@@ -742,19 +712,18 @@ impl TaskGroup {
     /// `block_on`, until the task it waits for, which borrows from it, has
     /// ended (`WaitKind::Borrowed`).
     fn cancel_blocked(&self) {
-        let blocked = self.started.len();
-        if blocked == 0 {
+        if self.started.is_empty() {
             return;
         }
         tracing::debug!(
             worker = self.index,
-            tasks = blocked,
+            tasks = self.started.snapshot().len(),
             "cancelling the tasks blocked in a wait at stop"
         );
         let mut idle_rounds = 0u32;
         let since = Instant::now();
         let mut warned = false;
-        while self.started.len() > 0 {
+        while !self.started.is_empty() {
             let mut ended = false;
             // Oldest first: what a newer task's destructors wait for (a
             // lock, say), an older one is likelier to hold.
@@ -769,25 +738,25 @@ impl TaskGroup {
             self.cancel_queued();
             if ended {
                 idle_rounds = 0;
+                continue;
+            }
+            // Every wait left was ended elsewhere, and its task is a push
+            // away from the remote queue; or it is `block_on`'s, whose task
+            // (perhaps on another runtime) may take a while.
+            idle_rounds += 1;
+            if idle_rounds < 100 {
+                std::thread::yield_now();
             } else {
-                // Every wait left was ended elsewhere, and its task is a
-                // push away from the remote queue; or it is `block_on`'s,
-                // whose task (perhaps on another runtime) may take a while.
-                idle_rounds += 1;
-                if idle_rounds < 100 {
-                    std::thread::yield_now();
-                } else {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                if !warned && since.elapsed() >= STOP_WAIT_WARNING {
-                    warned = true;
-                    tracing::warn!(
-                        worker = self.index,
-                        tasks = self.started.len(),
-                        "the stop has waited {STOP_WAIT_WARNING:?} for tasks in block_on \
-                         (the tasks they wait for have not ended)"
-                    );
-                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if !warned && since.elapsed() >= STOP_WAIT_WARNING {
+                warned = true;
+                tracing::warn!(
+                    worker = self.index,
+                    tasks = self.started.snapshot().len(),
+                    "the stop has waited {STOP_WAIT_WARNING:?} for tasks in block_on \
+                     (the tasks they wait for have not ended)"
+                );
             }
         }
     }
@@ -801,13 +770,7 @@ impl TaskGroup {
             .or_else(|| Self::take_lifo(me))
             .or_else(|| self.ready.pop_front())
             .or_else(|| self.fresh.pop())
-            .or_else(|| loop {
-                match self.shared.injector.steal() {
-                    Steal::Success(t) => break Some(t),
-                    Steal::Retry => continue,
-                    Steal::Empty => break None,
-                }
-            })
+            .or_else(|| self.steal_one_from_injector())
     }
 
     /// Drops a dequeued task at stop and tells its joiner it was cancelled.

@@ -20,15 +20,15 @@
 //! queue it sits in, the worker running it, the waiter list it sleeps in)
 //! owns the scheduling fields; `lock` guards the interrupt state; the result
 //! slot is written once by the finishing task and read once by the joiner,
-//! ordered by the join butex. The exception is `started_links`, which
-//! belongs to the task's home worker from its first run to its end.
+//! ordered by the join butex. The exception is the `started_` links, which
+//! belong to the task's home worker from its first run to its end.
 
 use crate::butex::{Butex, WaitNode};
 use crate::control::Shared;
 use crate::group::Suspend;
 use crate::stack::TaskStack;
 use corosensei::{Coroutine, Yielder};
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::fmt;
 use std::mem::{self, MaybeUninit};
 use std::ptr::{self, NonNull};
@@ -319,7 +319,8 @@ pub(crate) struct TaskMeta {
     pub(crate) stopped: AtomicBool,
     /// The previous and next task in its home worker's list of started
     /// tasks (`TaskGroup`'s `started`), which only that worker touches.
-    pub(crate) started_links: UnsafeCell<[Option<TaskRef>; 2]>,
+    pub(crate) started_prev: Cell<Option<TaskRef>>,
+    pub(crate) started_next: Cell<Option<TaskRef>>,
     /// Debug builds check that a task is queued at most once at a time, so
     /// that a double wake-up (which would resume a stack twice) fails loudly
     /// where it happens.
@@ -335,7 +336,8 @@ pub(crate) struct TaskMeta {
 // mutex are Sync; each UnsafeCell field is accessed by one owner at a time as
 // the module docs and the scheduling protocol describe (the worker running
 // the task, or the thread holding it in a queue), with hand-offs ordered by
-// the queues' release/acquire operations and the join butex.
+// the queues' release/acquire operations and the join butex; the `Cell`
+// links of the started list only ever by the task's home worker.
 unsafe impl Sync for TaskMeta {}
 // SAFETY: as above; the coroutine it holds is moved between threads only
 // before it has started (see docs/safety.md), and a pending body is `Send`
@@ -352,7 +354,8 @@ impl TaskMeta {
             refs: AtomicU32::new(0),
             next: AtomicPtr::new(ptr::null_mut()),
             home: AtomicUsize::new(NO_HOME),
-            started_links: UnsafeCell::new([None, None]),
+            started_prev: Cell::new(None),
+            started_next: Cell::new(None),
             shared: UnsafeCell::new(ptr::null()),
             coro: UnsafeCell::new(None),
             body: UnsafeCell::new(PendingBody::EMPTY),

@@ -2,9 +2,10 @@
 //!
 //! Every deadline in the timer is a count of nanoseconds since a process-wide
 //! base [`Instant`], set the first time any timer code asks for it to a day
-//! before then (or as far back as the clock goes, if the machine has been up
-//! for less), so that instants taken before the first timer call still
-//! encode exactly: a periodic timer's `first` keeps its cadence. `u64`
+//! before then (an `Instant` may lie before the machine's boot: it is only
+//! ever compared and subtracted here), so that instants taken before the
+//! first timer call still encode exactly: a periodic timer's `first` keeps
+//! its cadence. `u64`
 //! nanoseconds last 584 years, so the encoding is total:
 //!
 //! - an `Instant` before the base (or equal to it) becomes `0`, which is
@@ -36,10 +37,7 @@ fn base() -> Instant {
     static BASE: OnceLock<Instant> = OnceLock::new();
     *BASE.get_or_init(|| {
         let now = Instant::now();
-        [86_400, 3_600, 60, 1]
-            .into_iter()
-            .find_map(|s| now.checked_sub(Duration::from_secs(s)))
-            .unwrap_or(now)
+        now.checked_sub(Duration::from_secs(86_400)).unwrap_or(now)
     })
 }
 

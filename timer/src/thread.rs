@@ -795,23 +795,19 @@ impl Runner {
         if let Err(payload) = catch_unwind(AssertUnwindSafe(|| self.serve())) {
             self.shared.stop();
             let name = &self.shared.name;
-            let _ = catch_unwind(
+            contained(
                 || tracing::error!(%name, "timer thread panicked: stopped, its timers dropped"),
             );
             std::mem::forget(payload); // its destructor may panic too
         }
         self.shutdown();
-        let _ = catch_unwind(AssertUnwindSafe(
-            || tracing::info!(name = %self.shared.name, "timer thread stopped"),
-        ));
+        contained(|| tracing::info!(name = %self.shared.name, "timer thread stopped"));
     }
 
     /// The timer thread's loop, until it is stopped.
     fn serve(&mut self) {
         set_timer_slack(self.shared.slack_ns);
-        let _ = catch_unwind(AssertUnwindSafe(
-            || tracing::info!(name = %self.shared.name, "timer thread started"),
-        ));
+        contained(|| tracing::info!(name = %self.shared.name, "timer thread started"));
         loop {
             if self.shared.stopped.load(Ordering::Acquire) {
                 break;
@@ -991,9 +987,8 @@ impl Runner {
             .copied()
             .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
             .unwrap_or("(a panic payload that is not a string)");
-        // A subscriber that panics here must not take the slot down with it
-        // (the caller still has to release it).
-        let _ = catch_unwind(
+        // Contained: the caller still has to release the slot.
+        contained(
             || tracing::error!(timer = %id, thread = %self.shared.name, "timer callback panicked: {message}"),
         );
         // Even the payload's destructor may panic; that one is not worth a
@@ -1062,14 +1057,18 @@ impl Runner {
     }
 }
 
+/// Runs `report` (a `tracing` event), containing a panic of the
+/// subscriber's: the event is lost, not the timer thread (see
+/// `Runner::run`).
+fn contained(report: impl FnOnce()) {
+    let _ = catch_unwind(AssertUnwindSafe(report));
+}
+
 /// Sets the calling thread's timer slack; a failure only costs precision.
 #[cfg(not(loom))]
 fn set_timer_slack(ns: u64) {
     if let Err(error) = spindle_parking::futex::set_timer_slack(ns) {
-        // A subscriber that panics must not stop the timer (see `run`).
-        let _ = catch_unwind(AssertUnwindSafe(
-            || tracing::warn!(%error, "could not set the timer slack"),
-        ));
+        contained(|| tracing::warn!(%error, "could not set the timer slack"));
     }
 }
 
