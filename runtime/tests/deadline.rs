@@ -13,6 +13,21 @@ fn soon(ms: u64) -> Instant {
     Instant::now() + Duration::from_millis(ms)
 }
 
+/// A mutex that a task of `rt` holds for 300 ms from when this returns;
+/// the task's handle.
+fn mutex_held_by_a_task(rt: &Runtime) -> (Arc<Mutex<()>>, spindle::JoinHandle<()>) {
+    let m = Arc::new(Mutex::new(()));
+    let (m2, gate) = (m.clone(), Arc::new(CountdownEvent::new(1)));
+    let g2 = gate.clone();
+    let holder = rt.spawn(move || {
+        let _g = m2.lock().unwrap();
+        g2.signal(1);
+        spindle::sleep(Duration::from_millis(300)).unwrap();
+    });
+    gate.wait().unwrap();
+    (m, holder)
+}
+
 #[test]
 fn every_blocking_call_inside_a_scope_fails_after_its_deadline() {
     let rt = rt(2);
@@ -37,16 +52,7 @@ fn every_blocking_call_inside_a_scope_fails_after_its_deadline() {
 fn a_call_that_began_before_the_deadline_is_cut_short() {
     let rt = rt(2);
     rt.block_on(|| {
-        let m = Arc::new(Mutex::new(()));
-        let m2 = m.clone();
-        let gate = Arc::new(CountdownEvent::new(1));
-        let g2 = gate.clone();
-        let holder = spindle::spawn(move || {
-            let _g = m2.lock().unwrap();
-            g2.signal(1);
-            spindle::sleep(Duration::from_millis(300)).unwrap();
-        });
-        gate.wait().unwrap();
+        let (m, holder) = mutex_held_by_a_task(&rt);
         let t = Instant::now();
         let r = spindle::with_deadline(soon(20), || m.lock().map(|_| ()));
         assert_eq!(r, Err(WaitError::DeadlineExceeded));
@@ -102,15 +108,7 @@ fn scopes_work_on_plain_threads_too() {
     assert_eq!(b.wait(1, None), Err(WaitError::WouldBlock));
     // A mutex held by a task, and a task's join.
     let rt = rt(1);
-    let m = Arc::new(Mutex::new(()));
-    let (m2, gate) = (m.clone(), Arc::new(CountdownEvent::new(1)));
-    let g2 = gate.clone();
-    let holder = rt.spawn(move || {
-        let _g = m2.lock().unwrap();
-        g2.signal(1);
-        spindle::sleep(Duration::from_millis(300)).unwrap();
-    });
-    gate.wait().unwrap();
+    let (m, holder) = mutex_held_by_a_task(&rt);
     let t = Instant::now();
     let r = spindle::with_deadline(soon(10), || m.lock().map(|_| ()));
     assert_eq!(r, Err(WaitError::DeadlineExceeded));

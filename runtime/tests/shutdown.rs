@@ -7,6 +7,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+fn rt(workers: usize) -> Runtime {
+    Runtime::builder().workers(workers).build().unwrap()
+}
+
+/// Waits (a plain thread) until `count` reaches `n`.
+fn await_at_least(count: &AtomicUsize, n: usize) {
+    while count.load(Ordering::SeqCst) < n {
+        std::thread::yield_now();
+    }
+}
+
 /// Counts its drops: shows that a cancelled task was unwound.
 struct Unwound(Arc<AtomicUsize>);
 
@@ -22,7 +33,7 @@ impl Drop for Unwound {
 /// captures were never given back.)
 #[test]
 fn tasks_blocked_in_any_wait_are_cancelled_at_shutdown() {
-    let rt = Runtime::builder().workers(2).build().unwrap();
+    let rt = rt(2);
     let unwound = Arc::new(AtomicUsize::new(0));
     let blocked = Arc::new(AtomicUsize::new(0));
     // A mutex a plain thread holds through the shutdown.
@@ -88,9 +99,7 @@ fn tasks_blocked_in_any_wait_are_cancelled_at_shutdown() {
             (what, h)
         })
         .collect();
-    while blocked.load(Ordering::SeqCst) < n - 1 {
-        std::thread::yield_now();
-    }
+    await_at_least(&blocked, n - 1);
     std::thread::sleep(Duration::from_millis(20)); // into their waits
     let t = Instant::now();
     rt.shutdown();
@@ -117,7 +126,7 @@ fn tasks_blocked_in_any_wait_are_cancelled_at_shutdown() {
 #[test]
 fn wake_ups_racing_the_stop_lose_no_task() {
     for round in 0..200u64 {
-        let rt = Runtime::builder().workers(2).build().unwrap();
+        let rt = rt(2);
         let butex = Arc::new(Butex::new(0));
         let unwound = Arc::new(AtomicUsize::new(0));
         let finished = Arc::new(AtomicUsize::new(0));
@@ -195,7 +204,7 @@ impl Drop for SpawnsOnDrop {
 /// (`spawn` used to panic there, inside the unwind: the process aborted.)
 #[test]
 fn a_destructor_that_spawns_during_the_stop_gets_a_cancelled_task() {
-    let rt = Runtime::builder().workers(1).build().unwrap();
+    let rt = rt(1);
     let (tx, rx) = std::sync::mpsc::channel();
     let blocked = Arc::new(AtomicUsize::new(0));
     let b = blocked.clone();
@@ -204,9 +213,7 @@ fn a_destructor_that_spawns_during_the_stop_gets_a_cancelled_task() {
         b.store(1, Ordering::SeqCst);
         let _ = spindle::sleep(Duration::from_secs(600));
     });
-    while blocked.load(Ordering::SeqCst) == 0 {
-        std::thread::yield_now();
-    }
+    await_at_least(&blocked, 1);
     rt.shutdown();
     assert!(matches!(rx.recv().unwrap(), Err(JoinError::Cancelled)));
     assert!(matches!(h.join(), Err(JoinError::Cancelled)));
@@ -218,8 +225,8 @@ fn a_destructor_that_spawns_during_the_stop_gets_a_cancelled_task() {
 /// stack that task was still writing to.)
 #[test]
 fn the_stop_waits_for_a_block_on_whose_task_borrows_from_the_stopped_task() {
-    let outer = Runtime::builder().workers(1).build().unwrap();
-    let inner = Arc::new(Runtime::builder().workers(1).build().unwrap());
+    let outer = rt(1);
+    let inner = Arc::new(rt(1));
     let entered = Arc::new(AtomicUsize::new(0));
     let (e, i) = (entered.clone(), inner.clone());
     let caller = outer.spawn(move || {
@@ -235,9 +242,7 @@ fn the_stop_waits_for_a_block_on_whose_task_borrows_from_the_stopped_task() {
         });
         written.iter().sum::<u64>()
     });
-    while entered.load(Ordering::SeqCst) == 0 {
-        std::thread::yield_now();
-    }
+    await_at_least(&entered, 1);
     outer.shutdown();
     assert_eq!(entered.load(Ordering::SeqCst), 2, "the stop waited");
     // Woken by the task's end, the caller was unwound by the stop, or ran
@@ -253,7 +258,7 @@ fn the_stop_waits_for_a_block_on_whose_task_borrows_from_the_stopped_task() {
 /// sleep beside the free lock. (Found by review.)
 #[test]
 fn a_wake_up_taken_by_a_cancelled_task_is_passed_on() {
-    let rt = Runtime::builder().workers(1).build().unwrap();
+    let rt = rt(1);
     let mutex = Arc::new(Mutex::new(0u32));
     let held = mutex.lock().unwrap();
     // The task queues on the mutex first...
@@ -263,9 +268,7 @@ fn a_wake_up_taken_by_a_cancelled_task_is_passed_on() {
         q.store(1, Ordering::SeqCst);
         *m.lock().unwrap() += 1;
     });
-    while queued.load(Ordering::SeqCst) == 0 {
-        std::thread::yield_now();
-    }
+    await_at_least(&queued, 1);
     std::thread::sleep(Duration::from_millis(20));
     // ...then a plain thread.
     let m = mutex.clone();
@@ -300,8 +303,8 @@ fn a_wake_up_taken_by_a_cancelled_task_is_passed_on() {
 /// workers from the other runtime's only worker, and nothing moved again.)
 #[test]
 fn a_runtime_dropped_from_another_runtimes_task_does_not_deadlock_it() {
-    let a = Runtime::builder().workers(1).build().unwrap();
-    let b = Arc::new(Runtime::builder().workers(1).build().unwrap());
+    let a = rt(1);
+    let b = Arc::new(rt(1));
     let stage = Arc::new(AtomicUsize::new(0));
     let (s, b2) = (stage.clone(), b.clone());
     let caller = a.spawn(move || {
@@ -312,9 +315,7 @@ fn a_runtime_dropped_from_another_runtimes_task_does_not_deadlock_it() {
             s.store(2, Ordering::SeqCst);
         })
     });
-    while stage.load(Ordering::SeqCst) == 0 {
-        std::thread::yield_now();
-    }
+    await_at_least(&stage, 1);
     let dropper = b.spawn(move || drop(a));
     let deadline = Instant::now() + Duration::from_secs(30);
     if spindle::with_deadline(deadline, || dropper.join()).is_err() {
@@ -335,7 +336,7 @@ fn a_runtime_dropped_from_another_runtimes_task_does_not_deadlock_it() {
 /// (Found by review, like the mutex's.)
 #[test]
 fn a_notification_taken_by_a_task_the_stop_unwinds_is_passed_on() {
-    let rt = Runtime::builder().workers(1).build().unwrap();
+    let rt = rt(1);
     let pair = Arc::new((Mutex::new(()), Condvar::new()));
     let queued = Arc::new(AtomicUsize::new(0));
     let (p, q) = (pair.clone(), queued.clone());
@@ -345,9 +346,7 @@ fn a_notification_taken_by_a_task_the_stop_unwinds_is_passed_on() {
         q.store(1, Ordering::SeqCst);
         drop(cv.wait(g));
     });
-    while queued.load(Ordering::SeqCst) == 0 {
-        std::thread::yield_now();
-    }
+    await_at_least(&queued, 1);
     std::thread::sleep(Duration::from_millis(20));
     // A plain thread waits behind it.
     let p = pair.clone();

@@ -2,8 +2,10 @@
 //! stacks, its pool's, and their task slots. In a binary of its own: it
 //! measures the process's address space and the process-wide task table.
 
+mod common;
+
+use common::Gate;
 use spindle::{Butex, JoinHandle, Runtime};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
@@ -78,19 +80,14 @@ fn round() {
 fn drop_runtime_from_here(holder: &Mutex<Option<Runtime>>) {
     // CACHED tasks alive at once, started here (and so pinned here), ending
     // here: their stacks go to this worker's cache.
-    let gate = Arc::new(Butex::new(0));
+    let gate = Arc::new(Gate::new());
     let children: Vec<JoinHandle<()>> = (0..CACHED)
         .map(|_| {
             let gate = gate.clone();
-            spindle::spawn_urgent(move || {
-                while gate.value().load(Ordering::Acquire) == 0 {
-                    let _ = gate.wait(0, None);
-                }
-            })
+            spindle::spawn_urgent(move || gate.pass())
         })
         .collect();
-    gate.value().store(1, Ordering::Release);
-    gate.wake_all();
+    gate.open();
     for c in children {
         c.join().unwrap();
     }

@@ -3,7 +3,8 @@
 
 mod common;
 
-use spindle::{Butex, Runtime};
+use common::Gate;
+use spindle::Runtime;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use std::sync::Arc;
 fn live_tasks_take_few_mappings_with_guard_regions() {
     const TASKS: usize = 20_000;
     let rt = Runtime::builder().workers(2).build().unwrap();
-    let gate = Arc::new(Butex::new(0));
+    let gate = Arc::new(Gate::new());
     let started = Arc::new(AtomicUsize::new(0));
     let before = common::mappings();
     let (during, ran) = rt.block_on(|| {
@@ -24,9 +25,7 @@ fn live_tasks_take_few_mappings_with_guard_regions() {
                 let (gate, started) = (gate.clone(), started.clone());
                 spindle::spawn(move || {
                     started.fetch_add(1, Ordering::Relaxed);
-                    while gate.value().load(Ordering::Acquire) == 0 {
-                        let _ = gate.wait(0, None);
-                    }
+                    gate.pass();
                     i
                 })
             })
@@ -36,8 +35,7 @@ fn live_tasks_take_few_mappings_with_guard_regions() {
             spindle::yield_now();
         }
         let during = common::mappings();
-        gate.value().store(1, Ordering::Release);
-        gate.wake_all();
+        gate.open();
         let ran: usize = hs.into_iter().map(|h| h.join().unwrap()).sum();
         (during, ran)
     });

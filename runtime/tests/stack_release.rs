@@ -5,8 +5,8 @@
 
 mod common;
 
-use spindle::{Butex, Runtime};
-use std::sync::atomic::Ordering;
+use common::Gate;
+use spindle::Runtime;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,20 +27,15 @@ fn idle_workers_unmap_the_surplus_of_a_burst() {
         .stack_size(16 * 1024)
         .build()
         .unwrap();
-    let gate = Arc::new(Butex::new(0));
+    let gate = Arc::new(Gate::new());
     rt.block_on(|| {
         let hs: Vec<_> = (0..burst)
             .map(|_| {
                 let gate = gate.clone();
-                spindle::spawn(move || {
-                    while gate.value().load(Ordering::Acquire) == 0 {
-                        let _ = gate.wait(0, None);
-                    }
-                })
+                spindle::spawn(move || gate.pass())
             })
             .collect();
-        gate.value().store(1, Ordering::Release);
-        gate.wake_all();
+        gate.open();
         for h in hs {
             h.join().unwrap();
         }

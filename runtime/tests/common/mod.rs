@@ -31,3 +31,28 @@ pub fn run_in_child(test: &str, var: &str) -> std::process::Output {
         .output()
         .expect("run the test binary again")
 }
+
+/// A one-shot gate that tasks and plain threads wait at until it opens.
+pub struct Gate(spindle::Butex);
+
+impl Gate {
+    pub fn new() -> Self {
+        Gate(spindle::Butex::new(0))
+    }
+
+    /// Waits until the gate is open.
+    pub fn pass(&self) {
+        use std::sync::atomic::Ordering::Acquire;
+        while self.0.value().load(Acquire) == 0 {
+            let _ = self.0.wait(0, None);
+        }
+    }
+
+    /// Opens the gate for good: every waiter passes, and so will later ones.
+    pub fn open(&self) {
+        self.0
+            .value()
+            .store(1, std::sync::atomic::Ordering::Release);
+        self.0.wake_all();
+    }
+}
