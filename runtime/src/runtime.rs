@@ -119,7 +119,8 @@ impl Builder {
 
     /// Starts the runtime. Bad values (0 or more than 256 workers, a stack
     /// size over 1 TiB, a thread name with a NUL byte) are `InvalidInput`
-    /// errors; a worker thread the OS refuses is its error. Without
+    /// errors; a worker thread (or the shared timer thread, on first use)
+    /// that the OS refuses is its error. Without
     /// [`workers`](Self::workers), one worker per CPU, at most 256.
     pub fn build(self) -> io::Result<Runtime> {
         let workers = match self.workers {
@@ -141,6 +142,7 @@ impl Builder {
             ));
         }
         let stack_size = stack::check_size(self.stack_size)?;
+        start_timer()?;
         let rt = Runtime {
             shared: Arc::new(Shared::new(Config {
                 stack_size,
@@ -423,6 +425,25 @@ impl Runtime {
         // a pool dropped there would stall every timer while it unmaps.
         sh.stacks.trim();
     }
+}
+
+/// Starts the shared timer thread if it has not started yet, so that a
+/// runtime that cannot have timers fails to build, instead of panicking in
+/// its first timed wait.
+#[cfg(not(loom))]
+fn start_timer() -> io::Result<()> {
+    match spindle_timer::TimerThread::try_global() {
+        Ok(_) => Ok(()),
+        Err(spindle_timer::TimerError::Spawn(e)) => Err(e),
+        Err(e) => Err(io::Error::other(format!(
+            "cannot start the timer thread: {e}"
+        ))),
+    }
+}
+
+#[cfg(loom)]
+fn start_timer() -> io::Result<()> {
+    Ok(())
 }
 
 #[cfg(not(loom))]

@@ -385,15 +385,33 @@ impl TimerThread {
     /// [`stop_and_join`](Self::stop_and_join) on it.
     ///
     /// # Panics
-    /// If the OS cannot create the thread on first use.
+    /// If the OS cannot create the thread on first use; [`try_global`]
+    /// (Self::try_global) returns that error instead.
     #[cfg(not(loom))]
     pub fn global() -> &'static TimerThread {
+        Self::try_global()
+            .unwrap_or_else(|e| panic!("spindle-timer: cannot start the global timer thread: {e}"))
+    }
+
+    /// The process-wide timer thread, as [`global`](Self::global), or the
+    /// OS's refusal to create it. A failed start is not remembered: the next
+    /// call tries again.
+    #[cfg(not(loom))]
+    pub fn try_global() -> Result<&'static TimerThread, TimerError> {
         static GLOBAL: std::sync::OnceLock<TimerThread> = std::sync::OnceLock::new();
-        GLOBAL.get_or_init(|| {
-            TimerThread::start(TimerOptions::default()).unwrap_or_else(|e| {
-                panic!("spindle-timer: cannot start the global timer thread: {e}")
-            })
-        })
+        static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        if let Some(timer) = GLOBAL.get() {
+            return Ok(timer);
+        }
+        // One starter at a time, so that a loser does not start (and then
+        // drop) a second thread. Nothing is left poisoned: the guard is
+        // only held across `start`, which returns its failures.
+        let _starting = STARTING.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(timer) = GLOBAL.get() {
+            return Ok(timer);
+        }
+        let timer = TimerThread::start(TimerOptions::default())?;
+        Ok(GLOBAL.get_or_init(|| timer))
     }
 
     /// Runs `f` on the timer thread at `deadline` (at once if it has passed).
