@@ -40,9 +40,7 @@ fn refused_build(test: &str, margin_kib: u64) {
     if std::env::var_os(CHILD).is_some() {
         cap_address_space(Some(margin_kib));
         let built = spindle::Runtime::builder().workers(1).build();
-        let e = built
-            .err()
-            .expect("a thread was refused: the build must fail");
+        let e = built.expect_err("a thread was refused: the build must fail");
         say(&format!("{REFUSED}{e}"));
         cap_address_space(None);
         let rt = spindle::Runtime::builder().workers(1).build().unwrap();
