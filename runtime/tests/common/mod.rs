@@ -23,13 +23,29 @@ pub fn max_map_count() -> usize {
 /// Runs `test` of this test binary again, in a child process with the
 /// environment variable `var` set: the child sees `var` and does the part
 /// that must not happen in the test process (abort it, limit it as a
-/// whole). Returns how the child ended.
+/// whole). Returns how the child ended. A child that aborts leaves no core
+/// file behind.
 pub fn run_in_child(test: &str, var: &str) -> std::process::Output {
-    std::process::Command::new(std::env::current_exe().expect("the test binary's path"))
-        .args([test, "--exact", "--nocapture"])
-        .env(var, "1")
-        .output()
-        .expect("run the test binary again")
+    use std::os::unix::process::CommandExt;
+    let mut child =
+        std::process::Command::new(std::env::current_exe().expect("the test binary's path"));
+    child.args([test, "--exact", "--nocapture"]).env(var, "1");
+    // SAFETY: the hook runs in the forked child before exec and calls only
+    // setrlimit, which is async-signal-safe and allocates nothing.
+    unsafe {
+        child.pre_exec(|| {
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::setrlimit(libc::RLIMIT_CORE, &none) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    child.output().expect("run the test binary again")
 }
 
 /// A one-shot gate that tasks and plain threads wait at until it opens.
