@@ -8,6 +8,7 @@
 mod common;
 
 use common::*;
+use spindle_testkit::OnEvent;
 use spindle_timer::{TimerId, Unschedule};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};

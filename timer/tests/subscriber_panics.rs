@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use spindle_testkit::OnEvent;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

@@ -91,35 +91,3 @@ pub fn published_id(slot: &std::sync::OnceLock<spindle_timer::TimerId>) -> spind
         std::thread::yield_now();
     }
 }
-
-/// A process-wide `tracing` subscriber for the tests that watch the timer
-/// thread's events (it is not the test's thread): it hands each event's
-/// level and rendered fields (`name=value ...`) to `on_event`.
-pub struct OnEvent<F>(pub F);
-
-/// An event's fields, rendered.
-struct Fields(String);
-
-impl tracing::field::Visit for Fields {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        self.0.push_str(&format!("{}={:?} ", field.name(), value));
-    }
-}
-
-impl<F: Fn(tracing::Level, &str) + Send + Sync + 'static> tracing::Subscriber for OnEvent<F> {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        let mut fields = Fields(String::new());
-        event.record(&mut fields);
-        (self.0)(*event.metadata().level(), &fields.0);
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
