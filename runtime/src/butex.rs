@@ -52,7 +52,7 @@ use std::ptr;
 use spindle_parking::loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use spindle_parking::loom::sync::{Mutex, MutexGuard};
 use spindle_parking::loom::thread::{self as os_thread, Thread};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 // Outcomes of a wait, stored in `WaitNode::outcome`.
 const WAITING: u32 = 0;
@@ -557,29 +557,50 @@ fn wait_thread(butex: &Butex, node: &WaitNode) -> u32 {
         // unlink it (or somebody else does, under the lock) before that.
         unsafe { list.push_back(node) };
     }
+    // A task that cannot suspend (it unwinds) blocks its worker thread here:
+    // if what it waits for needs that worker, the wait never ends. Say so.
+    let mut blocked_task = group::current_task().map(|t| (t, Instant::now()));
     loop {
         let o = node.outcome.load(Ordering::Acquire);
         if o != WAITING {
             return o;
         }
-        match node.deadline {
-            None => os_thread::park(),
-            Some(d) => {
-                let now = Instant::now();
-                if now >= d {
-                    let mut list = butex.lock();
-                    // SAFETY: under the lock; `node` is alive.
-                    if unsafe { claim(&mut list, node, TIMED_OUT) }.is_some() {
-                        return TIMED_OUT;
-                    }
-                    // Somebody won the race under the lock: take their outcome.
-                    continue;
-                }
-                park_timeout(d - now);
+        let now = Instant::now();
+        if node.deadline.is_some_and(|d| now >= d) {
+            let mut list = butex.lock();
+            // SAFETY: under the lock; `node` is alive.
+            if unsafe { claim(&mut list, node, TIMED_OUT) }.is_some() {
+                return TIMED_OUT;
             }
+            // Somebody won the race under the lock: take their outcome.
+            continue;
+        }
+        let mut nap = node.deadline.map(|d| d - now);
+        if let Some((t, since)) = blocked_task {
+            let waited = now - since;
+            if waited >= WORKER_BLOCK_WARNING {
+                tracing::warn!(
+                    task = %t.id(),
+                    ?waited,
+                    "a task waits while it unwinds, which blocks its worker thread: \
+                     if what it waits for needs this worker, the wait never ends"
+                );
+                blocked_task = None;
+            } else {
+                let warn_in = WORKER_BLOCK_WARNING - waited;
+                nap = Some(nap.map_or(warn_in, |n| n.min(warn_in)));
+            }
+        }
+        match nap {
+            None => os_thread::park(),
+            Some(nap) => park_timeout(nap),
         }
     }
 }
+
+/// How long a task that waits while it unwinds (and so blocks its worker
+/// thread) may wait before `wait_thread` logs a warning.
+const WORKER_BLOCK_WARNING: Duration = Duration::from_secs(1);
 
 /// The timer thread that wakes timed waits.
 #[cfg(not(loom))]

@@ -392,7 +392,8 @@ impl Runtime {
     /// return `JoinError::Cancelled`. A destructor that waits meanwhile
     /// blocks its worker thread (a task cannot suspend while it unwinds),
     /// so one that waits for another task of the same worker to let go of
-    /// something holds up the shutdown for good. To end tasks on your own
+    /// something holds up the shutdown for good; after a second of such a
+    /// wait, a warning names the task. To end tasks on your own
     /// terms, stop them (a sleep or a `Butex` wait then fails) and join them
     /// before the runtime goes.
     pub fn shutdown(self) {

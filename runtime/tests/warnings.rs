@@ -1,0 +1,72 @@
+//! What the runtime tells an operator, through `tracing`, about a worker
+//! thread it cannot free. This binary installs a process-wide subscriber
+//! (the events come from worker threads) that records warnings.
+
+mod common;
+
+use spindle_testkit::OnEvent;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tracing::Level;
+
+/// Limit for waits that only a bug can exhaust.
+const LONG: Duration = Duration::from_secs(60);
+
+/// Warning-level events seen so far, as their rendered fields.
+fn warnings() -> &'static Mutex<Vec<String>> {
+    static WARNINGS: OnceLock<&'static Mutex<Vec<String>>> = OnceLock::new();
+    WARNINGS.get_or_init(|| {
+        let seen: &'static Mutex<Vec<String>> = Box::leak(Box::new(Mutex::new(Vec::new())));
+        let recorder = OnEvent(move |level: Level, fields: &str| {
+            if level == Level::WARN {
+                seen.lock().unwrap().push(fields.to_owned());
+            }
+        });
+        tracing::subscriber::set_global_default(recorder).expect("install the subscriber");
+        seen
+    })
+}
+
+/// Waits at the gate when dropped.
+struct WaitsWhenDropped(Arc<common::Gate>);
+
+impl Drop for WaitsWhenDropped {
+    fn drop(&mut self) {
+        self.0.pass();
+    }
+}
+
+/// A task that waits while it unwinds cannot switch out: it blocks its
+/// worker thread. Past a second of it, a warning names the task; the wait
+/// still ends normally when the gate opens.
+#[test]
+fn a_wait_that_blocks_a_worker_while_its_task_unwinds_is_reported() {
+    let warnings = warnings();
+    let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+    let gate = Arc::new(common::Gate::new());
+    let in_drop = WaitsWhenDropped(gate.clone());
+    let h = rt.spawn(move || {
+        let _in_drop = in_drop;
+        panic!("this task unwinds, and waits at the gate as it does");
+    });
+    let says_task = format!("task={}", h.id());
+    let start = Instant::now();
+    let reported = loop {
+        let said = warnings
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|w| w.contains(&says_task) && w.contains("waits while it unwinds"));
+        if said || start.elapsed() > LONG {
+            break said;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // Before any assert: a failed one would drop the runtime, whose stop
+    // waits for the blocked worker.
+    gate.open();
+    assert!(reported, "no warning: {:?}", warnings.lock().unwrap());
+    assert!(h.join().is_err(), "the task panicked");
+    // The worker is free again.
+    assert_eq!(rt.spawn(|| 7).join().expect("a plain task"), 7);
+}
