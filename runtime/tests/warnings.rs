@@ -70,3 +70,40 @@ fn a_wait_that_blocks_a_worker_while_its_task_unwinds_is_reported() {
     // The worker is free again.
     assert_eq!(rt.spawn(|| 7).join().expect("a plain task"), 7);
 }
+
+/// The stop of a runtime waits for a task of it in `block_on` on another
+/// runtime before it unwinds that task (`f` borrows from its frame). Past a
+/// second of it, a warning says what the stop waits for.
+#[test]
+fn a_stop_held_up_by_block_on_is_reported() {
+    let warnings = warnings();
+    let outer = spindle::Runtime::builder().workers(1).build().unwrap();
+    let inner = Arc::new(spindle::Runtime::builder().workers(1).build().unwrap());
+    let gate = Arc::new(common::Gate::new());
+    let entered = Arc::new(common::Gate::new());
+    let (in_task, passes, says_entered) = (inner.clone(), gate.clone(), entered.clone());
+    let _borrowing = outer.spawn(move || {
+        in_task.block_on(|| {
+            says_entered.open();
+            passes.pass();
+        })
+    });
+    entered.pass();
+    let stopper = std::thread::spawn(move || outer.shutdown());
+    let start = Instant::now();
+    let reported = loop {
+        let said = warnings
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|w| w.contains("the stop has waited") && w.contains("block_on"));
+        if said || start.elapsed() > LONG {
+            break said;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // Before any assert, so that a failure does not hang the stop.
+    gate.open();
+    stopper.join().expect("the stop ends once block_on returns");
+    assert!(reported, "no warning: {:?}", warnings.lock().unwrap());
+}
