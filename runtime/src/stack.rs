@@ -44,7 +44,7 @@ use std::io;
 use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 /// Stacks a worker keeps for itself before handing a batch to the shared pool.
@@ -111,19 +111,22 @@ pub(crate) const MIN_STACK_SIZE: usize = 64 * 1024;
 pub(crate) const MAX_STACK_SIZE: usize = 1 << 40;
 
 /// Stacks a plain thread keeps for its next spawns into one runtime (whose
-/// pool is `pool`): taken from the shared pool a batch at a time, so that a
-/// thread spawning many tasks takes the pool's lock once per batch. Plain
-/// threads never give stacks back (tasks end on workers), so this holds at
-/// most one batch; it is unmapped when the thread ends or spawns into
-/// another runtime.
+/// pool is `pool`, its shelf `owner`): taken from the shared pool a batch at
+/// a time, so that a thread spawning many tasks takes the pool's lock once
+/// per batch. Plain threads never give stacks back (tasks end on workers),
+/// so this holds at most one batch. When the thread spawns into another
+/// runtime, the batch goes back to its pool's shelf (it is unmapped if that
+/// runtime is gone); when the thread ends, it is unmapped.
 struct ThreadStacks {
     pool: u64,
+    owner: Weak<Mutex<Shelf>>,
     stacks: Vec<TaskStack>,
 }
 
 thread_local! {
-    static THREAD_STACKS: std::cell::RefCell<ThreadStacks> =
-        const { std::cell::RefCell::new(ThreadStacks { pool: 0, stacks: Vec::new() }) };
+    static THREAD_STACKS: std::cell::RefCell<ThreadStacks> = const {
+        std::cell::RefCell::new(ThreadStacks { pool: 0, owner: Weak::new(), stacks: Vec::new() })
+    };
 }
 
 /// The shared part of the stack pool.
@@ -132,7 +135,9 @@ pub(crate) struct StackPool {
     id: u64,
     /// The size of pooled stacks (the runtime's default stack size).
     size: usize,
-    shared: Mutex<Shelf>,
+    /// Shared with the thread caches that hold a batch of its stacks (as a
+    /// `Weak`, to give the batch back).
+    shared: Arc<Mutex<Shelf>>,
 }
 
 /// The idle stacks of a pool, and what is to become of them.
@@ -151,6 +156,15 @@ struct Shelf {
     /// When the last release period began (`None` before the first tick).
     #[cfg_attr(loom, allow(dead_code))]
     period_start: Option<Instant>,
+}
+
+/// A shelf outlives its pool only in a thread cache's brief upgrade of its
+/// `Weak` (`take_for_thread`): whatever that put on it is unmapped here, and
+/// uncounted.
+impl Drop for Shelf {
+    fn drop(&mut self) {
+        drop(self.pop_front(usize::MAX));
+    }
 }
 
 impl Shelf {
@@ -247,7 +261,7 @@ impl StackPool {
         StackPool {
             id: NEXT_ID.fetch_add(1, Relaxed),
             size,
-            shared: Mutex::new(Shelf::default()),
+            shared: Arc::new(Mutex::new(Shelf::default())),
         }
     }
 
@@ -297,8 +311,12 @@ impl StackPool {
             .try_with(|c| match c.try_borrow_mut() {
                 Ok(mut c) => {
                     if c.pool != self.id {
-                        c.stacks.clear();
+                        let theirs = std::mem::take(&mut c.stacks);
+                        if let Some(owner) = c.owner.upgrade() {
+                            shelve(&owner, theirs);
+                        }
                         c.pool = self.id;
+                        c.owner = Arc::downgrade(&self.shared);
                     }
                     self.take(size, Some(&mut c.stacks))
                 }
@@ -338,13 +356,7 @@ impl StackPool {
     /// Puts `stacks` on the shelf; unmaps the coldest ones beyond the
     /// ceiling.
     fn shelve(&self, stacks: impl IntoIterator<Item = TaskStack>) {
-        let over: Vec<TaskStack> = {
-            let mut shelf = self.lock();
-            shelf.push_back(stacks);
-            let over = POOLED.load(Relaxed).saturating_sub(shared_pool_ceiling());
-            shelf.pop_front(over).collect()
-        };
-        drop(over); // unmapped, outside the lock
+        shelve(&self.shared, stacks)
     }
 
     /// Housekeeping, called periodically (more often than
@@ -395,10 +407,25 @@ impl StackPool {
         self.lock().stacks.len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Shelf> {
-        // The pool holds plain values; a panic elsewhere cannot leave it torn.
-        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Shelf> {
+        lock(&self.shared)
     }
+}
+
+fn lock(shelf: &Mutex<Shelf>) -> MutexGuard<'_, Shelf> {
+    // The pool holds plain values; a panic elsewhere cannot leave it torn.
+    shelf.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Puts `stacks` on `shelf`; unmaps the coldest ones beyond the ceiling.
+fn shelve(shelf: &Mutex<Shelf>, stacks: impl IntoIterator<Item = TaskStack>) {
+    let over: Vec<TaskStack> = {
+        let mut shelf = lock(shelf);
+        shelf.push_back(stacks);
+        let over = POOLED.load(Relaxed).saturating_sub(shared_pool_ceiling());
+        shelf.pop_front(over).collect()
+    };
+    drop(over); // unmapped, outside the lock
 }
 
 impl Drop for StackPool {

@@ -1,0 +1,49 @@
+//! A plain thread that spawns takes stacks from its runtime's shared pool a
+//! batch at a time. When it then spawns into another runtime, it gives the
+//! rest of the batch back to the first pool: unmapping it would make a
+//! thread that alternates between runtimes unmap (and later map) a batch of
+//! stacks per spawn.
+//!
+//! In a binary of its own: it counts the stacks in pools.
+
+mod common;
+
+use common::Gate;
+use spindle::Runtime;
+use std::sync::Arc;
+
+/// Ends `n` tasks at once on `rt`'s one worker: the stacks beyond the
+/// worker's own cache go to the shared pool.
+fn fill_pool(rt: &Runtime, n: usize) {
+    let gate = Arc::new(Gate::new());
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let g = gate.clone();
+            rt.spawn(move || g.pass())
+        })
+        .collect();
+    gate.open();
+    for t in tasks {
+        t.join().expect("a gated task");
+    }
+}
+
+#[test]
+fn a_thread_spawning_into_another_runtime_gives_its_stacks_back() {
+    let a = Runtime::builder().workers(1).build().unwrap();
+    let b = Runtime::builder().workers(1).build().unwrap();
+    fill_pool(&a, 1000);
+    let pooled = a.stats().pooled_stacks;
+    assert!(pooled > 100, "the burst filled a's pool: {pooled}");
+    // This thread's first spawn into `a` takes a batch; one stack of it
+    // serves the task, which ends on the worker (into the worker's cache).
+    a.spawn(|| ()).join().unwrap();
+    let after_batch = a.stats().pooled_stacks;
+    assert!(
+        after_batch < pooled - 1,
+        "a batch was taken: {pooled} -> {after_batch}"
+    );
+    // Spawning into `b` gives the rest of the batch back to `a`'s pool.
+    b.spawn(|| ()).join().unwrap();
+    assert_eq!(a.stats().pooled_stacks, pooled - 1);
+}
