@@ -22,6 +22,9 @@ pub enum JoinError {
     DeadlineExceeded,
     /// The runtime shut down before the task finished.
     Cancelled,
+    /// A task called `join` on its own handle, which could never return.
+    /// The handle is consumed, so the task is detached.
+    SelfJoin,
 }
 
 impl JoinError {
@@ -34,7 +37,7 @@ impl JoinError {
     pub fn into_panic(self) -> Option<Box<dyn Any + Send + 'static>> {
         match self {
             JoinError::Panicked(p) => Some(p),
-            JoinError::DeadlineExceeded | JoinError::Cancelled => None,
+            JoinError::DeadlineExceeded | JoinError::Cancelled | JoinError::SelfJoin => None,
         }
     }
 }
@@ -59,6 +62,7 @@ impl fmt::Debug for JoinError {
                 .finish(),
             JoinError::DeadlineExceeded => f.write_str("DeadlineExceeded"),
             JoinError::Cancelled => f.write_str("Cancelled"),
+            JoinError::SelfJoin => f.write_str("SelfJoin"),
         }
     }
 }
@@ -69,6 +73,7 @@ impl fmt::Display for JoinError {
             JoinError::Panicked(p) => write!(f, "task panicked: {}", panic_message(&**p)),
             JoinError::DeadlineExceeded => f.write_str("deadline exceeded while joining a task"),
             JoinError::Cancelled => f.write_str("the runtime shut down before the task finished"),
+            JoinError::SelfJoin => f.write_str("a task cannot join itself"),
         }
     }
 }

@@ -439,7 +439,8 @@ impl<T> JoinHandle<T> {
     /// deadline of an enclosing `with_deadline` scope does. A task its
     /// runtime's stop cancelled (see
     /// [`Runtime::shutdown`](crate::Runtime::shutdown)) is
-    /// `JoinError::Cancelled`.
+    /// `JoinError::Cancelled`; a task that joins its own handle gets
+    /// `JoinError::SelfJoin` (that wait could never end).
     pub fn join(self) -> Result<T, JoinError> {
         loop {
             match self.task.join.value().load(Ordering::Acquire) {
@@ -456,6 +457,9 @@ impl<T> JoinHandle<T> {
                     return r.map_err(JoinError::Panicked);
                 }
                 _ => return Err(JoinError::Cancelled),
+            }
+            if group::current_task() == Some(self.task) {
+                return Err(JoinError::SelfJoin);
             }
             if let Err(crate::WaitError::DeadlineExceeded) =
                 butex::wait(&self.task.join, RUNNING, None, WaitKind::Uninterruptible)

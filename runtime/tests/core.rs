@@ -33,6 +33,41 @@ fn spawn_and_join_from_a_task() {
     assert_eq!(v, "inner");
 }
 
+/// A task that joins its own handle gets an error: that wait could never
+/// end (std panics, bthread returns EINVAL).
+#[test]
+fn a_task_joining_itself_is_an_error() {
+    let rt = rt(1);
+    let own: Arc<Mutex<Option<JoinHandle<bool>>>> = Arc::new(Mutex::new(None));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mine = own.clone();
+    let h = rt.spawn(move || {
+        let h = loop {
+            if let Some(h) = mine.lock().unwrap().take() {
+                break h;
+            }
+            spindle::yield_now();
+        };
+        tx.send(h.join().map(|_| ())).unwrap();
+        true
+    });
+    let id = h.id();
+    *own.lock().unwrap() = Some(h);
+    let r = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the self-join returned");
+    assert!(matches!(r, Err(spindle::JoinError::SelfJoin)), "{r:?}");
+    // The task went on to its end: its id names no live task any more.
+    let start = std::time::Instant::now();
+    while spindle::interrupt(id).is_ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the task never ended"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn join_returns_large_values() {
     let rt = rt(2);
