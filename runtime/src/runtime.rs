@@ -213,7 +213,10 @@ impl Runtime {
     /// panic. `f` may borrow from the caller, and runs under the caller's
     /// `with_deadline` scope, if any. Nothing cuts the wait short, not
     /// interrupts, deadline scopes, nor the stop of the calling task's own
-    /// runtime (which waits for `f` before it unwinds the caller).
+    /// runtime (which waits for `f` before it unwinds the caller). From a
+    /// task of this runtime that is unwinding (a destructor during a panic
+    /// or a stop), `f` runs at once on the caller's stack: such a task
+    /// cannot suspend, and its wait would hold the worker `f` may need.
     ///
     /// # Panics
     /// With `f`'s panic, and if the task cannot be made (as
@@ -224,6 +227,13 @@ impl Runtime {
         F: FnOnce() -> T + Send,
         T: Send,
     {
+        if !crate::group::can_suspend()
+            && crate::group::current_group().is_some_and(|g| Arc::ptr_eq(&g.shared, &self.shared))
+        {
+            // A task that unwinds cannot suspend: its wait would block this
+            // worker, which may be the only one that could run `f`.
+            return f();
+        }
         let mut out: Option<std::thread::Result<T>> = None;
         let slot = SendPtr(&mut out);
         // `f` runs on the caller's behalf: it inherits the caller's deadline

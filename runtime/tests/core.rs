@@ -68,6 +68,32 @@ fn a_task_joining_itself_is_an_error() {
     }
 }
 
+/// Calls `block_on` on its runtime when dropped, and says what it returned.
+struct BlocksOnWhenDropped(Arc<Runtime>, std::sync::mpsc::Sender<u32>);
+
+impl Drop for BlocksOnWhenDropped {
+    fn drop(&mut self) {
+        let _ = self.1.send(self.0.block_on(|| 5));
+    }
+}
+
+/// A task that unwinds cannot suspend. Its destructor's `block_on` on its
+/// own one-worker runtime must not wait for that worker (it would wait
+/// for good): it runs the closure at once.
+#[test]
+fn block_on_from_an_unwinding_task_of_a_one_worker_runtime_returns() {
+    let rt = Arc::new(rt(1));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let guard = BlocksOnWhenDropped(rt.clone(), tx);
+    let h = rt.spawn(move || {
+        let _guard = guard;
+        panic!("unwinds through the guard");
+    });
+    let r = rx.recv_timeout(Duration::from_secs(60));
+    assert_eq!(r, Ok(5), "block_on returned what the closure did");
+    assert!(h.join().is_err(), "the task panicked");
+}
+
 #[test]
 fn join_returns_large_values() {
     let rt = rt(2);
