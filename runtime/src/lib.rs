@@ -61,6 +61,7 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod affinity;
 mod butex;
 mod control;
 mod error;

@@ -10,6 +10,7 @@
 //! short is `block_on`'s from a task, whose task borrows from the waiter:
 //! the worker waits for that task to end first.)
 
+use crate::affinity;
 use crate::control::{Config, GroupShared, GroupStats, Shared, MAX_WORKERS};
 use crate::error::{JoinError, SetWorkersError};
 use crate::group::{self, TaskGroup};
@@ -76,7 +77,9 @@ impl Builder {
         self
     }
 
-    /// Pins worker `i` to CPU `i % cpus`.
+    /// Pins worker `i` to the `i % n`-th of the process's `n` CPUs (as the
+    /// first runtime's build found them). Unpinned workers may run on all
+    /// of them, whatever the mask of the thread that started them.
     pub fn pin_workers(mut self, yes: bool) -> Self {
         self.pin_workers = yes;
         self
@@ -125,9 +128,7 @@ impl Builder {
     pub fn build(self) -> io::Result<Runtime> {
         let workers = match self.workers {
             Some(n) => n,
-            None => std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .min(MAX_WORKERS),
+            None => affinity::process_cpus().parallelism().min(MAX_WORKERS),
         };
         if self.thread_name.contains('\0') {
             return Err(io::Error::new(
@@ -315,11 +316,7 @@ impl Runtime {
     fn add_workers(&self, n: usize) -> io::Result<()> {
         let shared = &self.shared;
         let mut threads = shared.threads.lock().unwrap_or_else(|e| e.into_inner());
-        let cores = if shared.config.pin_workers {
-            core_affinity::get_core_ids().unwrap_or_default()
-        } else {
-            Vec::new()
-        };
+        let cpus = affinity::process_cpus();
         for i in shared.worker_count()..n {
             let fresh = Worker::new_fifo();
             let gs = GroupShared {
@@ -331,7 +328,11 @@ impl Runtime {
                 running: std::sync::atomic::AtomicU64::new(0),
             };
             let sh = shared.clone();
-            let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
+            let cpu = if shared.config.pin_workers {
+                cpus.for_worker(i)
+            } else {
+                None
+            };
             // The worker is registered only once its thread exists, so that
             // a failed spawn leaves nothing half-made for the next call; the
             // thread waits for that before it starts.
@@ -342,10 +343,8 @@ impl Runtime {
                     if wait_registered.recv().is_err() {
                         return; // never registered
                     }
-                    if let Some(c) = core {
-                        if !core_affinity::set_for_current(c) {
-                            tracing::warn!(worker = i, core = c.id, "cannot pin worker");
-                        }
+                    if let Err(error) = cpus.bind_current(cpu) {
+                        tracing::warn!(worker = i, ?cpu, %error, "cannot set the worker's CPUs");
                     }
                     tracing::info!(worker = i, "worker started");
                     let g = TaskGroup::new(i, sh, fresh);

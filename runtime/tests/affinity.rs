@@ -1,0 +1,71 @@
+//! Worker threads' CPUs: a pinned worker runs on one CPU of the process;
+//! a runtime built from a task on a pinned worker still gets the process's
+//! CPUs (a new thread inherits its creator's mask, which is one CPU there).
+
+use spindle::Runtime;
+
+/// The CPUs the calling thread may run on.
+fn my_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is a plain bit array, valid when zeroed.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size we pass.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    assert_eq!(
+        rc,
+        0,
+        "sched_getaffinity: {}",
+        std::io::Error::last_os_error()
+    );
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: the index is below CPU_SETSIZE.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+#[test]
+fn pinned_workers_run_on_one_cpu_of_the_process() {
+    let process = my_cpus();
+    let rt = Runtime::builder()
+        .workers(2)
+        .pin_workers(true)
+        .build()
+        .unwrap();
+    let seen: Vec<Vec<usize>> = (0..64)
+        .map(|_| rt.spawn(my_cpus))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .collect();
+    for cpus in seen {
+        assert_eq!(cpus.len(), 1, "a pinned worker runs on one CPU: {cpus:?}");
+        assert!(process.contains(&cpus[0]), "{cpus:?} not in {process:?}");
+    }
+}
+
+#[test]
+fn a_runtime_built_on_a_pinned_worker_gets_the_process_cpus() {
+    let process = my_cpus();
+    let parallelism = std::thread::available_parallelism().unwrap().get();
+    let pinned = Runtime::builder()
+        .workers(1)
+        .pin_workers(true)
+        .build()
+        .unwrap();
+    let (workers, cpus) = pinned
+        .spawn(|| {
+            assert_eq!(my_cpus().len(), 1, "this task's worker is pinned");
+            let inner = Runtime::builder().build().unwrap();
+            let seen = (inner.workers(), inner.spawn(my_cpus).join().unwrap());
+            // Dropped from a plain thread: it then waits for its workers.
+            std::thread::spawn(move || drop(inner)).join().unwrap();
+            seen
+        })
+        .join()
+        .unwrap();
+    assert_eq!(
+        workers,
+        parallelism.min(256),
+        "one worker per CPU of the process"
+    );
+    assert_eq!(cpus, process, "an unpinned worker may use every CPU");
+}
