@@ -368,7 +368,10 @@ impl Butex {
     /// - `WouldBlock`: the value was not `expected`;
     /// - `TimedOut`: `deadline` passed;
     /// - `Interrupted` / `Stopped`: see [`interrupt`](crate::interrupt) and
-    ///   [`stop`](crate::stop) (tasks only);
+    ///   [`stop`](crate::stop) (tasks only). A stopped task's waits are
+    ///   `Stopped`, also one that an interrupt ended. A pending interrupt
+    ///   ends the first wait that would block: a `WouldBlock`, or a
+    ///   `deadline` that has already passed, leaves it pending;
     /// - `DeadlineExceeded`: the enclosing scope's deadline passed.
     pub fn wait(&self, expected: u32, deadline: Option<Instant>) -> Result<(), WaitError> {
         wait(self, expected, deadline, WaitKind::Interruptible)
@@ -679,10 +682,21 @@ pub(crate) fn block(g: &TaskGroup, t: TaskRef, node: &WaitNode) {
                     g.note_sleep(deadline, node);
                 }
             }
-            // The timer thread is gone (process teardown), or no timer slot
-            // can be had (billions armed at once): time out now rather
-            // than sleep forever.
-            Err(_) => on_timeout(node),
+            // The timer thread is gone (process teardown, or someone
+            // stopped the global one), or no timer slot can be had
+            // (billions armed at once): time out now rather than sleep
+            // forever, and say so once.
+            Err(error) => {
+                static SAID: std::sync::atomic::AtomicBool =
+                    std::sync::atomic::AtomicBool::new(false);
+                if !SAID.swap(true, Ordering::Relaxed) {
+                    tracing::error!(
+                        %error,
+                        "the timer thread refused a wait's deadline: such waits end at once, as timed out"
+                    );
+                }
+                on_timeout(node)
+            }
         }
     }
 }

@@ -14,7 +14,9 @@
 //!   task that relocks in a tight loop can keep it waiting.
 //! - [`Condvar`]: a sequence number in a butex. A waiter reads it, unlocks,
 //!   and waits for it to move; a notifier bumps it and wakes. The butex's
-//!   FIFO order makes `notify_one` fair.
+//!   FIFO order makes `notify_one` fair: it wakes the longest waiter. (A
+//!   waiter that read the number before the bump but had not yet begun to
+//!   wait returns too, a spurious wake-up, which condvars allow.)
 //! - [`CountdownEvent`]: a count in a butex; waiters wait for it to reach 0.
 //!
 //! A task that waits while it unwinds (in a `Drop` run by a panic, or by the

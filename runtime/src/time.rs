@@ -165,8 +165,10 @@ fn sleep_thread(deadline: Option<Instant>) -> Result<(), SleepError> {
 
 /// Wakes task `id` out of its sleep or [`Butex::wait`](crate::Butex::wait)
 /// with `Interrupted`. If it is not in one, the interrupt is remembered and
-/// ends its next sleep or `Butex::wait` at once. Each interrupt ends exactly
-/// one wait. Joins and the waits of [`sync`](crate::sync) (mutex, condvar,
+/// ends its next sleep or `Butex::wait` that blocks, at once. Interrupts are
+/// not counted: several that land before that wait end it alone (as in
+/// bthread), and an interrupt that finds the wait already ended (woken,
+/// timed out) waits for the next one. Joins and the waits of [`sync`](crate::sync) (mutex, condvar,
 /// countdown) are never interrupted: an interrupt that finds the task in one
 /// stays pending for the next sleep or `Butex::wait`. A finished or unknown
 /// id is `NoSuchTask`.
