@@ -122,7 +122,8 @@ impl Builder {
 
     /// Starts the runtime. Bad values (0 or more than 256 workers, a stack
     /// size over 1 TiB, a thread name with a NUL byte) are `InvalidInput`
-    /// errors; a worker thread (or the shared timer thread, on first use)
+    /// errors; a stack size the OS cannot map (more memory than it will
+    /// commit) is its error; a worker thread (or the shared timer thread, on first use)
     /// that the OS refuses is its error. Without
     /// [`workers`](Self::workers), one worker per CPU, at most 256.
     pub fn build(self) -> io::Result<Runtime> {
@@ -152,6 +153,7 @@ impl Builder {
                 sleep_spin: self.sleep_spin,
             })),
         };
+        rt.shared.stacks.prime()?;
         rt.add_workers(workers)?;
         if let Some(id) = watchdog::start(Arc::downgrade(&rt.shared), self.stall_threshold) {
             let _ = rt.shared.watchdog.set(id);

@@ -325,6 +325,15 @@ impl StackPool {
             .unwrap_or_else(|_| self.take(size, None))
     }
 
+    /// Maps one stack of the default size onto the shelf: a size the OS can
+    /// never map (more than the memory it will commit) fails here, once,
+    /// instead of at every spawn.
+    pub(crate) fn prime(&self) -> io::Result<()> {
+        let stack = map(self.size)?;
+        self.shelve([stack]);
+        Ok(())
+    }
+
     /// Unmaps every idle stack of the shared pool; returns how many.
     pub(crate) fn trim(&self) -> usize {
         let idle = self.lock().pop_back(usize::MAX).collect::<Vec<_>>();

@@ -34,5 +34,9 @@ fn a_wait_the_timer_refuses_ends_at_once_and_says_so() {
         .join()
         .expect("the task does not panic");
     assert_eq!(waits, (Ok(()), Err(spindle::WaitError::TimedOut)));
-    assert_eq!(errors.load(Ordering::SeqCst), 1, "one error, for both waits");
+    assert_eq!(
+        errors.load(Ordering::SeqCst),
+        1,
+        "one error, for both waits"
+    );
 }

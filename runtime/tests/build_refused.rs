@@ -1,15 +1,17 @@
-//! A runtime whose threads the OS refuses to create fails to build with the
-//! OS's error; it does not panic, whichever thread was refused: the shared
-//! timer thread (started by the first build) or a worker. The refusal is
-//! staged in a child process (this test binary, re-run with an environment
-//! variable) whose address space is capped just above what it already
-//! uses, so that no more thread stacks (2 MiB each) can be mapped.
+//! What the OS refuses a runtime fails its build with the OS's error; it
+//! does not panic, nor wait to fail at the first spawn: a thread, whichever
+//! it is (the shared timer thread, started by the first build, or a
+//! worker), or a task stack of the size asked for. The refusal is staged in
+//! a child process (this test binary, re-run with an environment variable)
+//! whose address space is capped just above what it already uses, so that
+//! no more thread stacks (2 MiB each) can be mapped, or no large task
+//! stack.
 
 mod common;
 
 use std::time::Duration;
 
-const CHILD: &str = "SPINDLE_TIMER_REFUSED_CHILD";
+const CHILD: &str = "SPINDLE_BUILD_REFUSED_CHILD";
 /// What the child prints when `build` returned the error.
 const REFUSED: &str = "child: build refused: ";
 /// What the child prints when a build after the cap was lifted worked.
@@ -19,7 +21,7 @@ const RECOVERED: &str = "child: built once the cap was lifted";
 /// refused.
 #[test]
 fn a_refused_timer_thread_fails_the_build() {
-    refused_build("a_refused_timer_thread_fails_the_build", 512);
+    refused_build("a_refused_timer_thread_fails_the_build", 512, 0);
 }
 
 /// Room for one thread stack: the first build starts the timer thread, and
@@ -29,21 +31,37 @@ fn a_refusal_after_the_timer_started_fails_the_build() {
     refused_build(
         "a_refusal_after_the_timer_started_fails_the_build",
         2048 + 512,
+        0,
+    );
+}
+
+/// Room for the threads (the timer's and one worker), none for a 512 MiB
+/// task stack: the build fails, not every spawn after it.
+#[test]
+fn a_stack_size_the_os_cannot_map_fails_the_build() {
+    refused_build(
+        "a_stack_size_the_os_cannot_map_fails_the_build",
+        64 * 1024,
+        512 << 20,
     );
 }
 
 /// In the child: caps the address space `margin_kib` above its size, builds
-/// a runtime (which must fail), lifts the cap and builds again, and a task's
-/// timed sleep must then work. In the parent: runs `test` in a child and
-/// checks what it said.
-fn refused_build(test: &str, margin_kib: u64) {
+/// a runtime (with tasks of `stack_size` bytes, if not 0), which must fail,
+/// lifts the cap and builds again, and a task's timed sleep must then work.
+/// In the parent: runs `test` in a child and checks what it said.
+fn refused_build(test: &str, margin_kib: u64, stack_size: usize) {
     if std::env::var_os(CHILD).is_some() {
+        let builder = || match stack_size {
+            0 => spindle::Runtime::builder().workers(1),
+            size => spindle::Runtime::builder().workers(1).stack_size(size),
+        };
         cap_address_space(Some(margin_kib));
-        let built = spindle::Runtime::builder().workers(1).build();
+        let built = builder().build();
         let e = built.expect_err("a thread was refused: the build must fail");
         say(&format!("{REFUSED}{e}"));
         cap_address_space(None);
-        let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+        let rt = builder().build().unwrap();
         let slept = rt.spawn(|| spindle::sleep(Duration::from_millis(1)));
         assert_eq!(slept.join().expect("the sleeper does not panic"), Ok(()));
         say(RECOVERED);
