@@ -377,7 +377,12 @@ impl TaskGroup {
         }
         self.cancel_queued();
         self.cancel_blocked();
-        self.shared.stacks.give_all(&mut self.stacks.borrow_mut());
+        // The runtime is stopping: unmap our stacks and the pool's here. The
+        // last reference to the shared state may go elsewhere (a watchdog
+        // sample on the timer thread), where unmapping would stall every
+        // timer; and a stop called from a task does not wait to trim.
+        drop(std::mem::take(&mut *self.stacks.borrow_mut()));
+        self.shared.stacks.trim();
         meta::table().give_back(&mut self.slots.borrow_mut());
         WORKER.with(|w| w.set(ptr::null()));
     }

@@ -431,10 +431,9 @@ impl Runtime {
                 tracing::error!("a worker thread panicked");
             }
         }
-        // Unmap the idle stacks here, on the thread that stops the runtime:
-        // the last reference to the shared state may be dropped elsewhere
-        // (on the timer thread, by a watchdog sample that was running), and
-        // a pool dropped there would stall every timer while it unmaps.
+        // The workers unmapped the idle stacks as they exited; this takes
+        // what plain threads gave back since (see `ThreadStacks`), here
+        // rather than wherever the shared state is dropped.
         sh.stacks.trim();
     }
 }

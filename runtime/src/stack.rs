@@ -357,11 +357,6 @@ impl StackPool {
         }
     }
 
-    /// Hands a worker's private cache back to the shared pool (worker exit).
-    pub(crate) fn give_all(&self, local: &mut Vec<TaskStack>) {
-        self.shelve(local.drain(..));
-    }
-
     /// Puts `stacks` on the shelf; unmaps the coldest ones beyond the
     /// ceiling.
     fn shelve(&self, stacks: impl IntoIterator<Item = TaskStack>) {
