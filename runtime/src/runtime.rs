@@ -69,9 +69,10 @@ impl Builder {
         self
     }
 
-    /// The default stack size of this runtime's tasks, in bytes. Smaller
-    /// sizes are rounded up to 16 KiB (64 KiB in a debug build of spindle,
-    /// whose frames are larger); over 1 TiB, `build` fails.
+    /// The default stack size of this runtime's tasks, in bytes, rounded up
+    /// to whole pages. Smaller sizes are rounded up to 16 KiB (64 KiB in a
+    /// debug build of spindle, whose frames are larger); over 1 TiB, `build`
+    /// fails.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = bytes;
         self

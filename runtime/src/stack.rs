@@ -445,7 +445,10 @@ pub(crate) fn page_size() -> usize {
     *PAGE.get_or_init(|| unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize)
 }
 
-/// Checks a requested stack size: `InvalidInput` outside the supported range.
+/// Checks a requested stack size: `InvalidInput` outside the supported
+/// range. Returns the size stacks are made with: at least
+/// [`MIN_STACK_SIZE`], rounded up to whole pages (so that sizes that make
+/// the same stack compare equal, and share a pool).
 pub(crate) fn check_size(size: usize) -> io::Result<usize> {
     if size > MAX_STACK_SIZE {
         return Err(io::Error::new(
@@ -453,7 +456,9 @@ pub(crate) fn check_size(size: usize) -> io::Result<usize> {
             format!("stack size {size} is larger than the supported {MAX_STACK_SIZE} bytes"),
         ));
     }
-    Ok(size.max(MIN_STACK_SIZE))
+    let page = page_size();
+    // No overflow: size <= MAX_STACK_SIZE, far below usize::MAX.
+    Ok(size.max(MIN_STACK_SIZE).next_multiple_of(page))
 }
 
 /// A task stack: an anonymous read-write mapping whose lowest page is a
@@ -485,7 +490,8 @@ pub(crate) struct TaskStack {
 // SAFETY: `top` is page-aligned (so aligned to STACK_ALIGNMENT), `limit` is
 // the start of the mapping and so includes the guard page, which faults on
 // any access; between them are at least MIN_STACK_SIZE (16 KiB) writable
-// bytes (`map` asserts it), more than corosensei's minimum.
+// bytes (`map` maps `size.max(MIN_STACK_SIZE)`), more than corosensei's
+// minimum.
 unsafe impl Stack for TaskStack {
     #[inline]
     fn base(&self) -> StackPointer {

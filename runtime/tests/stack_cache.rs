@@ -1,8 +1,11 @@
+//! Stacks go back to their pool, not to munmap, in two cases that missed it.
+//!
 //! A plain thread that spawns takes stacks from its runtime's shared pool a
 //! batch at a time. When it then spawns into another runtime, it gives the
 //! rest of the batch back to the first pool: unmapping it would make a
 //! thread that alternates between runtimes unmap (and later map) a batch of
-//! stacks per spawn.
+//! stacks per spawn. And a task's own stack size that rounds up to the
+//! runtime's is the runtime's.
 //!
 //! In a binary of its own: it counts the stacks in pools.
 
@@ -46,4 +49,37 @@ fn a_thread_spawning_into_another_runtime_gives_its_stacks_back() {
     // Spawning into `b` gives the rest of the batch back to `a`'s pool.
     b.spawn(|| ()).join().unwrap();
     assert_eq!(a.stats().pooled_stacks, pooled - 1);
+}
+
+/// A task's own stack size that rounds up to the runtime's (whole pages)
+/// takes and gives back pooled stacks, like tasks of the default size.
+#[test]
+fn a_stack_size_that_rounds_to_the_default_is_pooled() {
+    const SIZE: usize = 256 * 1024;
+    let rt = Runtime::builder()
+        .workers(1)
+        .stack_size(SIZE)
+        .build()
+        .unwrap();
+    let before = rt.stats().pooled_stacks;
+    rt.block_on(|| {
+        let gate = Arc::new(Gate::new());
+        let tasks: Vec<_> = (0..600)
+            .map(|_| {
+                let g = gate.clone();
+                spindle::task::Builder::new()
+                    .stack_size(SIZE - 1)
+                    .spawn(move || g.pass())
+                    .expect("spawn")
+            })
+            .collect();
+        gate.open();
+        for t in tasks {
+            t.join().expect("a gated task");
+        }
+    });
+    // 600 stacks ended on the worker: what its cache could not keep went to
+    // the pool (they were unmapped when the sizes differed).
+    let after = rt.stats().pooled_stacks;
+    assert!(after > before + 100, "pooled: {before} -> {after}");
 }
