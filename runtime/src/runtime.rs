@@ -28,9 +28,19 @@ use std::time::Duration;
 pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 
 /// An M:N runtime: worker threads running tasks. See the crate docs.
-#[derive(Debug)]
 pub struct Runtime {
     pub(crate) shared: Arc<Shared>,
+}
+
+/// What a reader of a log wants: not every worker's queues (and no lock).
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("workers", &self.shared.worker_count())
+            .field("stack_size", &self.shared.stacks.default_size())
+            .field("stopping", &self.shared.stopping.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
 }
 
 /// Configures a [`Runtime`].

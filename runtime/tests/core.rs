@@ -323,6 +323,15 @@ fn set_workers_grows_and_rejects_shrinking_or_absurd_values() {
 }
 
 #[test]
+fn a_runtime_debugs_as_a_summary() {
+    let rt = rt(2);
+    let text = format!("{rt:?}");
+    assert!(text.starts_with("Runtime {"), "{text}");
+    assert!(text.contains("workers: 2"), "{text}");
+    assert!(text.contains("stopping: false"), "{text}");
+}
+
+#[test]
 fn bad_builder_values_are_errors() {
     assert!(Runtime::builder().workers(0).build().is_err());
     assert!(Runtime::builder().workers(1 << 20).build().is_err());
