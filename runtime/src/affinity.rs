@@ -1,72 +1,95 @@
 //! Which CPUs worker threads run on.
 //!
-//! A new thread inherits its creator's CPU mask, and `sched_getaffinity`
-//! reads the calling thread's. Both would let one pinned thread shrink a
-//! runtime: a runtime built, or grown with `set_workers`, from a task on a
-//! pinned worker would count one CPU and put every worker on it. So the
-//! process's CPUs are read once, when the first runtime is built (no
-//! spindle worker exists yet to have called it), and every worker starts
-//! by taking that whole set, or the one CPU it is pinned to.
+//! A runtime takes its CPUs from the thread that builds it: that thread's
+//! mask (`sched_getaffinity` reads the caller's) and
+//! `available_parallelism` (which also heeds a cgroup quota), and a new
+//! thread inherits its creator's mask. So a runtime built on a restricted
+//! thread is restricted alike, as a user restricting that thread would
+//! expect. One case is not what anybody means: a runtime built or grown
+//! from a task, on a worker that spindle itself pinned to one CPU. A
+//! runtime built on a worker therefore takes the CPUs of that worker's
+//! runtime, and workers started from a worker set their mask to their
+//! runtime's CPUs, instead of inheriting one CPU.
 
 use std::io;
-use std::sync::OnceLock;
 
-/// The CPUs of the process, as the first runtime's build found them.
-pub(crate) struct ProcessCpus {
+/// The CPUs a runtime's workers may use, as read when it was built.
+#[derive(Clone)]
+pub(crate) struct Cpus {
     set: libc::cpu_set_t,
-    /// The CPUs in `set`, in order.
+    /// The CPUs in `set`, in order; empty if the mask could not be read.
     ids: Vec<usize>,
-    /// `std::thread::available_parallelism` then: the CPU count, lowered by
-    /// a cgroup quota.
+    /// `std::thread::available_parallelism` then.
     parallelism: usize,
 }
 
-/// See [`ProcessCpus`]; read on first use.
-pub(crate) fn process_cpus() -> &'static ProcessCpus {
-    static CPUS: OnceLock<ProcessCpus> = OnceLock::new();
-    CPUS.get_or_init(|| {
+impl std::fmt::Debug for Cpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cpus")
+            .field("ids", &self.ids)
+            .field("parallelism", &self.parallelism)
+            .finish()
+    }
+}
+
+/// How a new worker thread sets its mask.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Bind {
+    /// Keep the mask inherited from the thread that started it.
+    Inherit,
+    /// Every CPU of its runtime.
+    All,
+    /// This CPU only (`Builder::pin_workers`).
+    One(usize),
+}
+
+impl Cpus {
+    /// The calling thread's CPUs.
+    pub(crate) fn of_this_thread() -> Cpus {
         // SAFETY: cpu_set_t is a plain bit array, valid when zeroed.
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         // SAFETY: `set` is a valid cpu_set_t of the size we pass.
         let read = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
         let ids = if read == 0 {
-            // SAFETY: CPU_ISSET reads `set` within its bounds (the index is
-            // below CPU_SETSIZE).
             (0..libc::CPU_SETSIZE as usize)
+                // SAFETY: CPU_ISSET reads `set` within its bounds (the
+                // index is below CPU_SETSIZE).
                 .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
                 .collect()
         } else {
             tracing::warn!(error = %io::Error::last_os_error(), "cannot read the CPU mask");
             Vec::new()
         };
-        ProcessCpus {
+        Cpus {
             set,
             ids,
             parallelism: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
-    })
-}
+    }
 
-impl ProcessCpus {
     /// How many workers a runtime gets by default (before its cap).
     pub(crate) fn parallelism(&self) -> usize {
         self.parallelism
     }
 
-    /// The CPU that pinned worker `i` runs on, if the mask could be read.
-    pub(crate) fn for_worker(&self, i: usize) -> Option<usize> {
-        (!self.ids.is_empty()).then(|| self.ids[i % self.ids.len()])
+    /// How worker `i` binds: to one CPU if `pinned`, to all of them if it
+    /// is started from a worker thread (whose mask may be one CPU), else
+    /// as it inherits.
+    pub(crate) fn bind_for(&self, i: usize, pinned: bool, from_a_worker: bool) -> Bind {
+        match () {
+            _ if self.ids.is_empty() => Bind::Inherit, // unknown: leave it
+            _ if pinned => Bind::One(self.ids[i % self.ids.len()]),
+            _ if from_a_worker => Bind::All,
+            _ => Bind::Inherit,
+        }
     }
 
-    /// Lets the calling thread run on `cpu` only, or (`None`) on every CPU
-    /// of the process.
-    pub(crate) fn bind_current(&self, cpu: Option<usize>) -> io::Result<()> {
-        if self.ids.is_empty() {
-            return Ok(()); // unknown: leave the inherited mask
-        }
-        let set = match cpu {
-            None => self.set,
-            Some(c) => {
+    /// Sets the calling thread's mask as `bind` says.
+    pub(crate) fn bind_current(&self, bind: Bind) -> io::Result<()> {
+        let set = match bind {
+            Bind::Inherit => return Ok(()),
+            Bind::All => self.set,
+            Bind::One(c) => {
                 // SAFETY: a zeroed cpu_set_t is the empty set.
                 let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
                 // SAFETY: `c` came from `ids`, so it is below CPU_SETSIZE.

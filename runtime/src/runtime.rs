@@ -88,9 +88,8 @@ impl Builder {
         self
     }
 
-    /// Pins worker `i` to the `i % n`-th of the process's `n` CPUs (as the
-    /// first runtime's build found them). Unpinned workers may run on all
-    /// of them, whatever the mask of the thread that started them.
+    /// Pins worker `i` to the `i % n`-th of the `n` CPUs the runtime may use
+    /// (those of the thread that builds it; see [`build`](Self::build)).
     pub fn pin_workers(mut self, yes: bool) -> Self {
         self.pin_workers = yes;
         self
@@ -134,13 +133,19 @@ impl Builder {
     /// Starts the runtime. Bad values (0 or more than 256 workers, a stack
     /// size over 1 TiB, a thread name with a NUL byte) are `InvalidInput`
     /// errors; a stack size the OS cannot map (more memory than it will
-    /// commit) is its error; a worker thread (or the shared timer thread, on first use)
-    /// that the OS refuses is its error. Without
-    /// [`workers`](Self::workers), one worker per CPU, at most 256.
+    /// commit) is its error; a worker thread (or the shared timer thread, on
+    /// first use) that the OS refuses is its error. Without
+    /// [`workers`](Self::workers), one worker per CPU the building thread
+    /// may use, at most 256 (built from a task, the CPUs of the task's
+    /// runtime: its worker may be pinned to one).
     pub fn build(self) -> io::Result<Runtime> {
+        let cpus = match group::current_group() {
+            Some(g) => g.shared.config.cpus.clone(),
+            None => affinity::Cpus::of_this_thread(),
+        };
         let workers = match self.workers {
             Some(n) => n,
-            None => affinity::process_cpus().parallelism().min(MAX_WORKERS),
+            None => cpus.parallelism().min(MAX_WORKERS),
         };
         if self.thread_name.contains('\0') {
             return Err(io::Error::new(
@@ -162,6 +167,7 @@ impl Builder {
                 thread_name: self.thread_name,
                 pin_workers: self.pin_workers,
                 sleep_spin: self.sleep_spin,
+                cpus,
             })),
         };
         rt.shared.stacks.prime()?;
@@ -329,7 +335,8 @@ impl Runtime {
     fn add_workers(&self, n: usize) -> io::Result<()> {
         let shared = &self.shared;
         let mut threads = shared.threads.lock().unwrap_or_else(|e| e.into_inner());
-        let cpus = affinity::process_cpus();
+        let cpus = &shared.config.cpus;
+        let from_a_worker = group::current_group().is_some();
         for i in shared.worker_count()..n {
             let fresh = Worker::new_fifo();
             let gs = GroupShared {
@@ -341,11 +348,7 @@ impl Runtime {
                 running: std::sync::atomic::AtomicU64::new(0),
             };
             let sh = shared.clone();
-            let cpu = if shared.config.pin_workers {
-                cpus.for_worker(i)
-            } else {
-                None
-            };
+            let bind = cpus.bind_for(i, shared.config.pin_workers, from_a_worker);
             // The worker is registered only once its thread exists, so that
             // a failed spawn leaves nothing half-made for the next call; the
             // thread waits for that before it starts.
@@ -356,8 +359,8 @@ impl Runtime {
                     if wait_registered.recv().is_err() {
                         return; // never registered
                     }
-                    if let Err(error) = cpus.bind_current(cpu) {
-                        tracing::warn!(worker = i, ?cpu, %error, "cannot set the worker's CPUs");
+                    if let Err(error) = sh.config.cpus.bind_current(bind) {
+                        tracing::warn!(worker = i, ?bind, %error, "cannot set the worker's CPUs");
                     }
                     tracing::info!(worker = i, "worker started");
                     let g = TaskGroup::new(i, sh, fresh);
