@@ -1,6 +1,7 @@
-//! Worker threads' CPUs: a pinned worker runs on one CPU of the process;
-//! a runtime built from a task on a pinned worker still gets the process's
-//! CPUs (a new thread inherits its creator's mask, which is one CPU there).
+//! Worker threads' CPUs: a pinned worker runs on one CPU of its runtime's;
+//! a runtime built from a task on a pinned worker gets the CPUs of that
+//! task's runtime, not the one CPU of the worker (whose mask a new thread
+//! would inherit).
 
 use spindle::Runtime;
 
@@ -43,7 +44,7 @@ fn pinned_workers_run_on_one_cpu_of_the_process() {
 }
 
 #[test]
-fn a_runtime_built_on_a_pinned_worker_gets_the_process_cpus() {
+fn a_runtime_built_on_a_pinned_worker_gets_its_runtimes_cpus() {
     let process = my_cpus();
     let parallelism = std::thread::available_parallelism().unwrap().get();
     let pinned = Runtime::builder()
@@ -65,7 +66,7 @@ fn a_runtime_built_on_a_pinned_worker_gets_the_process_cpus() {
     assert_eq!(
         workers,
         parallelism.min(256),
-        "one worker per CPU of the process"
+        "one worker per CPU of the outer runtime"
     );
     assert_eq!(cpus, process, "an unpinned worker may use every CPU");
 }
