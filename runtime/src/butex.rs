@@ -52,7 +52,7 @@ use std::ptr;
 use spindle_parking::loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use spindle_parking::loom::sync::{Mutex, MutexGuard};
 use spindle_parking::loom::thread::{self as os_thread, Thread};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 // Outcomes of a wait, stored in `WaitNode::outcome`.
 const WAITING: u32 = 0;
@@ -581,7 +581,7 @@ fn wait_thread(butex: &Butex, node: &WaitNode) -> u32 {
         let mut nap = node.deadline.map(|d| d - now);
         if let Some((t, since)) = blocked_task {
             let waited = now - since;
-            if waited >= WORKER_BLOCK_WARNING {
+            if waited >= group::HELD_UP_WARNING {
                 tracing::warn!(
                     task = %t.id(),
                     ?waited,
@@ -590,7 +590,7 @@ fn wait_thread(butex: &Butex, node: &WaitNode) -> u32 {
                 );
                 blocked_task = None;
             } else {
-                let warn_in = WORKER_BLOCK_WARNING - waited;
+                let warn_in = group::HELD_UP_WARNING - waited;
                 nap = Some(nap.map_or(warn_in, |n| n.min(warn_in)));
             }
         }
@@ -600,10 +600,6 @@ fn wait_thread(butex: &Butex, node: &WaitNode) -> u32 {
         }
     }
 }
-
-/// How long a task that waits while it unwinds (and so blocks its worker
-/// thread) may wait before `wait_thread` logs a warning.
-const WORKER_BLOCK_WARNING: Duration = Duration::from_secs(1);
 
 /// The timer thread that wakes timed waits.
 #[cfg(not(loom))]
@@ -690,10 +686,15 @@ pub(crate) fn block(g: &TaskGroup, t: TaskRef, node: &WaitNode) {
                 static SAID: std::sync::atomic::AtomicBool =
                     std::sync::atomic::AtomicBool::new(false);
                 if !SAID.swap(true, Ordering::Relaxed) {
-                    tracing::error!(
-                        %error,
-                        "the timer thread refused a wait's deadline: such waits end at once, as timed out"
-                    );
+                    // We run on the worker's own stack, where a panic (a
+                    // subscriber's) would abort the process: contain it.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        tracing::error!(
+                            %error,
+                            "the timer thread refused a wait's deadline: \
+                             such waits end at once, as timed out"
+                        )
+                    }));
                 }
                 on_timeout(node)
             }

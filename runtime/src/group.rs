@@ -52,9 +52,11 @@ use std::sync::atomic::Ordering::{AcqRel, Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long a stopping worker waits for its tasks in `block_on` before it
-/// says so (`TaskGroup::cancel_blocked`).
-const STOP_WAIT_WARNING: Duration = Duration::from_secs(1);
+/// How long a worker may be held up, waiting for what it cannot hurry,
+/// before it says so in a warning: a stopping worker waiting for its tasks
+/// in `block_on` (`TaskGroup::cancel_blocked`), or a task that waits while
+/// it unwinds, blocking its worker thread (`butex::wait_thread`).
+pub(crate) const HELD_UP_WARNING: Duration = Duration::from_secs(1);
 
 /// Every this many runs, a task of the injector and one of the ready list
 /// (with the remote queue) go before the LIFO slot and `fresh`, so that a
@@ -754,12 +756,12 @@ impl TaskGroup {
             } else {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            if !warned && since.elapsed() >= STOP_WAIT_WARNING {
+            if !warned && since.elapsed() >= HELD_UP_WARNING {
                 warned = true;
                 tracing::warn!(
                     worker = self.index,
                     tasks = self.started.snapshot().len(),
-                    "the stop has waited {STOP_WAIT_WARNING:?} for tasks in block_on \
+                    "the stop has waited {HELD_UP_WARNING:?} for tasks in block_on \
                      (the tasks they wait for have not ended)"
                 );
             }

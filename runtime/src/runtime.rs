@@ -235,8 +235,10 @@ impl Runtime {
     /// interrupts, deadline scopes, nor the stop of the calling task's own
     /// runtime (which waits for `f` before it unwinds the caller). From a
     /// task of this runtime that is unwinding (a destructor during a panic
-    /// or a stop), `f` runs at once on the caller's stack: such a task
-    /// cannot suspend, and its wait would hold the worker `f` may need.
+    /// or a stop), `f` runs at once on the caller's stack, as that task:
+    /// such a task cannot suspend, and its wait would hold the worker `f`
+    /// may need. `f` cannot suspend there either (its waits block the
+    /// worker thread).
     ///
     /// # Panics
     /// With `f`'s panic, and if the task cannot be made (as

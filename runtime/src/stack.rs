@@ -33,9 +33,9 @@
 //! itself need a mapping: see `TaskStack`'s `Drop`).
 //!
 //! A failed mapping is an error returned by spawn; a task never runs on a
-//! worker's own stack (brpc #1648). Stacks of the runtime's default size are
-//! pooled; a task that asks for another size gets a fresh mapping, unmapped
-//! when it ends.
+//! worker's own stack (brpc #1648). Sizes are rounded up to whole pages;
+//! stacks of the runtime's default size are pooled, and a task that asks
+//! for another size gets a fresh mapping, unmapped when it ends.
 
 use corosensei::stack::valgrind::ValgrindStackRegistration;
 use corosensei::stack::{Stack, StackPointer};

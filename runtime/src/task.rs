@@ -72,8 +72,9 @@ impl Builder {
 
     /// The task's stack size in bytes. Smaller sizes are rounded up to 16
     /// KiB (64 KiB in a debug build of spindle); over 1 TiB, `spawn` fails
-    /// with `InvalidInput`. Stacks of the runtime's default size are pooled;
-    /// others are mapped for this task and unmapped when it ends.
+    /// with `InvalidInput`. Sizes are rounded up to whole pages; stacks of
+    /// the runtime's default size (after rounding) are pooled, others are
+    /// mapped for this task and unmapped when it ends.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
         self

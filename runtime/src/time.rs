@@ -168,10 +168,10 @@ fn sleep_thread(deadline: Option<Instant>) -> Result<(), SleepError> {
 /// ends its next sleep or `Butex::wait` that blocks, at once. Interrupts are
 /// not counted: several that land before that wait end it alone (as in
 /// bthread), and an interrupt that finds the wait already ended (woken,
-/// timed out) waits for the next one. Joins and the waits of [`sync`](crate::sync) (mutex, condvar,
-/// countdown) are never interrupted: an interrupt that finds the task in one
-/// stays pending for the next sleep or `Butex::wait`. A finished or unknown
-/// id is `NoSuchTask`.
+/// timed out) waits for the next one. Joins and the waits of
+/// [`sync`](crate::sync) (mutex, condvar, countdown) are never interrupted:
+/// an interrupt that finds the task in one stays pending for the next sleep
+/// or `Butex::wait`. A finished or unknown id is `NoSuchTask`.
 pub fn interrupt(id: TaskId) -> Result<(), NoSuchTask> {
     signal(id, false)
 }

@@ -59,6 +59,10 @@ fn refused_build(test: &str, margin_kib: u64, stack_size: usize) {
         cap_address_space(Some(margin_kib));
         let built = builder().build();
         let e = built.expect_err("a thread was refused: the build must fail");
+        if stack_size > 0 {
+            // The stack was refused, not a thread.
+            assert!(e.to_string().contains("task stack"), "{e}");
+        }
         say(&format!("{REFUSED}{e}"));
         cap_address_space(None);
         let rt = builder().build().unwrap();

@@ -4,27 +4,25 @@
 
 mod common;
 
-use spindle_testkit::OnEvent;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use tracing::Level;
 
 /// Limit for waits that only a bug can exhaust.
 const LONG: Duration = Duration::from_secs(60);
 
-/// Warning-level events seen so far, as their rendered fields.
-fn warnings() -> &'static Mutex<Vec<String>> {
-    static WARNINGS: OnceLock<&'static Mutex<Vec<String>>> = OnceLock::new();
-    WARNINGS.get_or_init(|| {
-        let seen: &'static Mutex<Vec<String>> = Box::leak(Box::new(Mutex::new(Vec::new())));
-        let recorder = OnEvent(move |level: Level, fields: &str| {
-            if level == Level::WARN {
-                seen.lock().unwrap().push(fields.to_owned());
-            }
-        });
-        tracing::subscriber::set_global_default(recorder).expect("install the subscriber");
-        seen
-    })
+/// Waits until a warning satisfies `seen` (for at most [`LONG`]); returns
+/// whether one did. Installs the recording subscriber on first use.
+fn warned(seen: impl FnMut(&str) -> bool) -> bool {
+    spindle_testkit::await_recorded(Level::WARN, LONG, seen)
+}
+
+/// Every warning so far, for a failure's message.
+fn warnings() -> Vec<String> {
+    spindle_testkit::recorded(Level::WARN)
+        .lock()
+        .unwrap()
+        .clone()
 }
 
 /// Waits at the gate when dropped.
@@ -41,7 +39,7 @@ impl Drop for WaitsWhenDropped {
 /// still ends normally when the gate opens.
 #[test]
 fn a_wait_that_blocks_a_worker_while_its_task_unwinds_is_reported() {
-    let warnings = warnings();
+    warnings(); // installs the recorder before the runtime's first event
     let rt = spindle::Runtime::builder().workers(1).build().unwrap();
     let gate = Arc::new(common::Gate::new());
     let in_drop = WaitsWhenDropped(gate.clone());
@@ -50,22 +48,11 @@ fn a_wait_that_blocks_a_worker_while_its_task_unwinds_is_reported() {
         panic!("this task unwinds, and waits at the gate as it does");
     });
     let says_task = format!("task={}", h.id());
-    let start = Instant::now();
-    let reported = loop {
-        let said = warnings
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|w| w.contains(&says_task) && w.contains("waits while it unwinds"));
-        if said || start.elapsed() > LONG {
-            break said;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let reported = warned(|w| w.contains(&says_task) && w.contains("waits while it unwinds"));
     // Before any assert: a failed one would drop the runtime, whose stop
     // waits for the blocked worker.
     gate.open();
-    assert!(reported, "no warning: {:?}", warnings.lock().unwrap());
+    assert!(reported, "no warning: {:?}", warnings());
     assert!(h.join().is_err(), "the task panicked");
     // The worker is free again.
     assert_eq!(rt.spawn(|| 7).join().expect("a plain task"), 7);
@@ -76,7 +63,7 @@ fn a_wait_that_blocks_a_worker_while_its_task_unwinds_is_reported() {
 /// second of it, a warning says what the stop waits for.
 #[test]
 fn a_stop_held_up_by_block_on_is_reported() {
-    let warnings = warnings();
+    warnings(); // installs the recorder before the runtime's first event
     let outer = spindle::Runtime::builder().workers(1).build().unwrap();
     let inner = Arc::new(spindle::Runtime::builder().workers(1).build().unwrap());
     let gate = Arc::new(common::Gate::new());
@@ -90,20 +77,9 @@ fn a_stop_held_up_by_block_on_is_reported() {
     });
     entered.pass();
     let stopper = std::thread::spawn(move || outer.shutdown());
-    let start = Instant::now();
-    let reported = loop {
-        let said = warnings
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|w| w.contains("the stop has waited") && w.contains("block_on"));
-        if said || start.elapsed() > LONG {
-            break said;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let reported = warned(|w| w.contains("the stop has waited") && w.contains("block_on"));
     // Before any assert, so that a failure does not hang the stop.
     gate.open();
     stopper.join().expect("the stop ends once block_on returns");
-    assert!(reported, "no warning: {:?}", warnings.lock().unwrap());
+    assert!(reported, "no warning: {:?}", warnings());
 }

@@ -33,3 +33,45 @@ impl<F: Fn(tracing::Level, &str) + Send + Sync + 'static> tracing::Subscriber fo
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
 }
+
+/// The events at `level` seen so far in this process, as their rendered
+/// fields. The first call installs the process-wide subscriber that records
+/// them; a test binary records one level only.
+///
+/// # Panics
+/// If another subscriber is installed, or a later call names another level.
+pub fn recorded(level: tracing::Level) -> &'static std::sync::Mutex<Vec<String>> {
+    use std::sync::{Mutex, OnceLock};
+    static RECORDED: OnceLock<(tracing::Level, &'static Mutex<Vec<String>>)> = OnceLock::new();
+    let (recording, events) = *RECORDED.get_or_init(|| {
+        let events: &'static Mutex<Vec<String>> = Box::leak(Box::new(Mutex::new(Vec::new())));
+        let recorder = OnEvent(move |l: tracing::Level, fields: &str| {
+            if l == level {
+                events.lock().unwrap().push(fields.to_owned());
+            }
+        });
+        tracing::subscriber::set_global_default(recorder).expect("install the subscriber");
+        (level, events)
+    });
+    assert_eq!(recording, level, "this binary records one level only");
+    events
+}
+
+/// Waits until an event recorded at `level` satisfies `seen`, for at most
+/// `limit`; returns whether one did.
+pub fn await_recorded(
+    level: tracing::Level,
+    limit: std::time::Duration,
+    mut seen: impl FnMut(&str) -> bool,
+) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        if recorded(level).lock().unwrap().iter().any(|e| seen(e)) {
+            return true;
+        }
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

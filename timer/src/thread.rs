@@ -385,8 +385,8 @@ impl TimerThread {
     /// [`stop_and_join`](Self::stop_and_join) on it.
     ///
     /// # Panics
-    /// If the OS cannot create the thread on first use; [`try_global`]
-    /// (Self::try_global) returns that error instead.
+    /// If the OS cannot create the thread on first use;
+    /// [`try_global`](Self::try_global) returns that error instead.
     #[cfg(not(loom))]
     pub fn global() -> &'static TimerThread {
         Self::try_global()

@@ -8,7 +8,6 @@
 mod common;
 
 use common::*;
-use spindle_testkit::OnEvent;
 use spindle_timer::{TimerId, Unschedule};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
@@ -17,17 +16,7 @@ use tracing::Level;
 
 /// Error-level events seen so far, as their rendered fields.
 fn errors() -> &'static Mutex<Vec<String>> {
-    static ERRORS: OnceLock<&'static Mutex<Vec<String>>> = OnceLock::new();
-    ERRORS.get_or_init(|| {
-        let errors: &'static Mutex<Vec<String>> = Box::leak(Box::new(Mutex::new(Vec::new())));
-        let recorder = OnEvent(move |level: Level, fields: &str| {
-            if level == Level::ERROR {
-                errors.lock().unwrap().push(fields.to_owned());
-            }
-        });
-        tracing::subscriber::set_global_default(recorder).expect("install the subscriber");
-        errors
-    })
+    spindle_testkit::recorded(Level::ERROR)
 }
 
 fn reported(needle: &str) -> bool {
