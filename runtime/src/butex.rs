@@ -132,6 +132,10 @@ pub(crate) struct WaitNode {
     timer: UnsafeCell<Option<TimerId>>,
     /// Set by the timer callback as its last touch of the node.
     timer_done: AtomicBool,
+    /// Under loom, the memory a plain thread's node lives in (its stack
+    /// frame): see [`WaitNode::read_for_claim`].
+    #[cfg(loom)]
+    frame: loom::cell::UnsafeCell<()>,
 }
 
 impl WaitNode {
@@ -155,7 +159,30 @@ impl WaitNode {
             outcome: AtomicU32::new(WAITING),
             timer: UnsafeCell::new(None),
             timer_done: AtomicBool::new(false),
+            #[cfg(loom)]
+            frame: loom::cell::UnsafeCell::new(()),
         }
+    }
+
+    /// Runs `f`, a read of the node by a thread that ends the wait. A plain
+    /// thread's node is freed once its waiter sees the outcome
+    /// ([`WaitNode::freed_by_waiter`]), so every such read must come before
+    /// the outcome's store. Under loom both are accesses to `frame`, and a
+    /// read moved after the store is a data race that loom reports.
+    #[inline(always)]
+    fn read_for_claim<R>(&self, f: impl FnOnce() -> R) -> R {
+        #[cfg(loom)]
+        return self.frame.with(|_| f());
+        #[cfg(not(loom))]
+        f()
+    }
+
+    /// The waiter has seen the outcome: under loom, stands for the reuse of
+    /// the node's memory (see [`WaitNode::read_for_claim`]).
+    #[inline(always)]
+    fn freed_by_waiter(&self) {
+        #[cfg(loom)]
+        self.frame.with_mut(|_| ());
     }
 }
 
@@ -251,10 +278,10 @@ unsafe fn claim(list: &mut WaitList, node: &WaitNode, outcome: u32) -> Option<Wa
     // Read the waiter before the outcome is published: a plain thread polls
     // its outcome without the lock and, once it sees it, returns and frees
     // the node (its stack frame), so the outcome store is the last touch.
-    let wake = match &node.waiter {
+    let wake = node.read_for_claim(|| match &node.waiter {
         Waiter::Task(t) => Wake::Task(*t),
         Waiter::Thread(th) => Wake::Thread(th.clone()),
-    };
+    });
     node.outcome.store(outcome, Ordering::Release);
     Some(wake)
 }
@@ -566,6 +593,7 @@ fn wait_thread(butex: &Butex, node: &WaitNode) -> u32 {
     loop {
         let o = node.outcome.load(Ordering::Acquire);
         if o != WAITING {
+            node.freed_by_waiter();
             return o;
         }
         let now = Instant::now();
@@ -823,6 +851,7 @@ mod tests {
                 outcome: AtomicU32::new(WAITING),
                 timer: UnsafeCell::new(None),
                 timer_done: AtomicBool::new(false),
+                frame: loom::cell::UnsafeCell::new(()),
             },
             timer: AtomicU32::new(ARMED),
         })
@@ -1113,6 +1142,57 @@ mod tests {
             assert_eq!(!interrupt_pending, outcome == INTERRUPTED);
             assert!(m.node.timer_done.load(Ordering::Acquire) || outcome == INTERRUPTED);
             assert!(butex.lock().front().is_none(), "the node left the list");
+        });
+    }
+
+    /// The real `Butex::wait` of a plain thread against a change of the
+    /// value and a `wake_one` (a gate opening): the wait returns, `Ok` if
+    /// and only if the wake counted it, and its node is unlinked. Its waiter
+    /// frees the node once it sees the outcome, so a claim that read the
+    /// node after publishing the outcome is reported (`read_for_claim`).
+    #[test]
+    fn loom_a_thread_wait_racing_a_change_and_a_wake_returns() {
+        loom_model(|| {
+            let butex = Arc::new(Butex::new(0));
+            let opener = {
+                let b = butex.clone();
+                thread::spawn(move || {
+                    b.value().store(1, Ordering::Release);
+                    b.wake_one()
+                })
+            };
+            let r = butex.wait(0, None);
+            let woke = opener.join().unwrap();
+            assert!(matches!(r, Ok(()) | Err(WaitError::WouldBlock)), "{r:?}");
+            assert_eq!(
+                woke == 1,
+                r.is_ok(),
+                "wake_one counted iff it ended the wait"
+            );
+            assert!(butex.lock().front().is_none(), "the node left the list");
+        });
+    }
+
+    /// Two plain threads pass a gate, each waiting for it in a loop with
+    /// the real `Butex::wait`, while it opens with one `wake_all`: neither
+    /// sleeps for good (loom reports a deadlock if one does).
+    #[test]
+    fn loom_wake_all_lets_every_thread_through_a_gate() {
+        loom_model(|| {
+            let butex = Arc::new(Butex::new(0));
+            let passer = |b: Arc<Butex>| {
+                thread::spawn(move || {
+                    while b.value().load(Ordering::Acquire) == 0 {
+                        let _ = b.wait(0, None);
+                    }
+                })
+            };
+            let (a, b) = (passer(butex.clone()), passer(butex.clone()));
+            butex.value().store(1, Ordering::Release);
+            butex.wake_all();
+            a.join().unwrap();
+            b.join().unwrap();
+            assert!(butex.lock().front().is_none(), "no node is left linked");
         });
     }
 }
