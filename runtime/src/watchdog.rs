@@ -6,9 +6,11 @@
 //! task it is running (`GroupShared::running`, two plain stores per switch)
 //! next to its switch counter. A periodic timer on the shared timer thread
 //! samples both every quarter of the threshold (or of the stack release
-//! period, if that is shorter: see below); a worker that has been
-//! running the same task with no switch for the whole threshold is reported
-//! once per episode (a `warn!` naming the task, and
+//! period, if that is shorter: see below). A worker seen running the same
+//! task, with no switch, for the whole threshold by the clock (from the
+//! first sample that saw it, so never early, even when a late sample and an
+//! on-time one come close together) is reported once per episode (a `warn!`
+//! naming the task, and
 //! [`RuntimeStats::stalls`](crate::RuntimeStats::stalls)).
 //!
 //! The same periodic timer does the stack pool's housekeeping: it marks the
@@ -16,9 +18,10 @@
 //! unmap them if all are parked.
 
 use crate::control::Shared;
+use std::sync::atomic::Ordering::Acquire;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Weak;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The default threshold (`runtime::Builder::stall_threshold`).
 pub(crate) const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_secs(1);
@@ -28,13 +31,53 @@ const SAMPLES: u32 = 4;
 
 /// What the watchdog remembers of one worker between samples (only the
 /// timer thread touches it).
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct Seen {
     task: u64,
     switches: u64,
-    /// Consecutive samples with the same task and no switch.
-    still: u32,
+    /// When a sample first saw this run (after it was under way).
+    since: Instant,
     reported: bool,
+}
+
+impl Seen {
+    fn new(now: Instant) -> Seen {
+        Seen {
+            task: 0,
+            switches: 0,
+            since: now,
+            reported: false,
+        }
+    }
+
+    /// Takes one sample of a worker: the switch count `before` and `after`
+    /// reading the task it runs (`task`, 0 for none), at `now`, read after
+    /// them. Returns whether this sample reports a stall.
+    fn observe(
+        &mut self,
+        before: u64,
+        task: u64,
+        after: u64,
+        now: Instant,
+        threshold: Duration,
+    ) -> bool {
+        // With no switch around the read of `task`, the run numbered
+        // `after` was that task's, under way before `now`.
+        if task != 0 && before == after && task == self.task && after == self.switches {
+            let stalled = now.saturating_duration_since(self.since) >= threshold;
+            let report = stalled && !self.reported;
+            self.reported |= report;
+            report
+        } else {
+            *self = Seen {
+                task,
+                switches: after,
+                since: now,
+                reported: false,
+            };
+            false
+        }
+    }
 }
 
 /// Starts the watchdog of a runtime; it ends with the runtime. Returns the
@@ -45,11 +88,6 @@ pub(crate) fn start(shared: Weak<Shared>, threshold: Duration) -> Option<spindle
     let period = (threshold / SAMPLES)
         .min(crate::stack::RELEASE_PERIOD / SAMPLES)
         .max(Duration::from_millis(1));
-    // Consecutive still samples that make a stall: the threshold, rounded
-    // up, and at least two (one late sample and an on-time one can be less
-    // than a period apart).
-    let needed = threshold.as_nanos().div_ceil(period.as_nanos()).max(2);
-    let needed = u32::try_from(needed).unwrap_or(u32::MAX);
     // Room for every worker the runtime may grow to: the samples allocate
     // nothing after this.
     let mut seen: Vec<Seen> = Vec::with_capacity(crate::control::MAX_WORKERS);
@@ -58,7 +96,7 @@ pub(crate) fn start(shared: Weak<Shared>, threshold: Duration) -> Option<spindle
     timer
         .schedule_periodic(first, period, move || {
             if let Some(shared) = shared.upgrade() {
-                sample(&shared, &mut seen, needed);
+                sample(&shared, &mut seen, threshold);
                 // The same timer keeps the stack pool: surplus stacks are
                 // unmapped by idle workers, so wake one if all are parked.
                 if shared.stacks.tick(std::time::Instant::now()) {
@@ -78,32 +116,69 @@ pub(crate) fn start(_: Weak<Shared>, _: Duration) -> Option<spindle_timer::Timer
 
 /// One look at every worker.
 #[cfg_attr(loom, allow(dead_code))]
-fn sample(shared: &Shared, seen: &mut Vec<Seen>, needed: u32) {
+fn sample(shared: &Shared, seen: &mut Vec<Seen>, threshold: Duration) {
     let workers = shared.worker_count();
-    seen.resize(workers, Seen::default());
+    seen.resize(workers, Seen::new(Instant::now()));
     for (i, s) in seen.iter_mut().enumerate() {
         let Some(g) = shared.group(i) else { continue };
-        let task = g.running.load(Relaxed);
-        let switches = g.stats.switches.load(Relaxed);
-        if task != 0 && task == s.task && switches == s.switches {
-            s.still = s.still.saturating_add(1);
-            if s.still >= needed && !s.reported {
-                s.reported = true;
-                shared.stalls.fetch_add(1, Relaxed);
-                tracing::warn!(
-                    worker = i,
-                    task = %crate::TaskId::from_u64(task),
-                    "a task has run without suspending for over the stall threshold: \
-                     the other tasks of its worker wait"
-                );
-            }
-        } else {
-            *s = Seen {
-                task,
-                switches,
-                still: 0,
-                reported: false,
-            };
+        let before = g.stats.switches.load(Acquire);
+        let task = g.running.load(Acquire);
+        let after = g.stats.switches.load(Acquire);
+        if s.observe(before, task, after, Instant::now(), threshold) {
+            shared.stalls.fetch_add(1, Relaxed);
+            tracing::warn!(
+                worker = i,
+                task = %crate::TaskId::from_u64(task),
+                "a task has run without suspending for over the stall threshold: \
+                 the other tasks of its worker wait"
+            );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const THRESHOLD: Duration = Duration::from_millis(1000);
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A late sample first sees a run, and on-time ones follow closely:
+    /// the report waits for the threshold by the clock, not for a count of
+    /// samples (which reported after 780 ms here).
+    #[test]
+    fn a_stall_is_never_reported_early() {
+        let t0 = Instant::now();
+        let mut s = Seen::new(t0);
+        assert!(!s.observe(5, 7, 5, t0 + ms(480), THRESHOLD)); // late sample
+        for at in [500, 750, 1000, 1250, 1479] {
+            assert!(!s.observe(5, 7, 5, t0 + ms(at), THRESHOLD), "at {at} ms");
+        }
+        assert!(s.observe(5, 7, 5, t0 + ms(1480), THRESHOLD));
+        assert!(
+            !s.observe(5, 7, 5, t0 + ms(1730), THRESHOLD),
+            "once per episode"
+        );
+    }
+
+    /// A switch, or one that lands between the reads of a sample (a torn
+    /// pair), starts a new episode.
+    #[test]
+    fn a_switch_starts_a_new_episode() {
+        let t0 = Instant::now();
+        let mut s = Seen::new(t0);
+        assert!(!s.observe(5, 7, 5, t0, THRESHOLD));
+        assert!(!s.observe(5, 7, 6, t0 + ms(900), THRESHOLD)); // torn
+        assert!(!s.observe(6, 7, 6, t0 + ms(1200), THRESHOLD));
+        assert!(!s.observe(7, 7, 7, t0 + ms(1300), THRESHOLD)); // switched
+        assert!(!s.observe(7, 7, 7, t0 + ms(2299), THRESHOLD));
+        assert!(s.observe(7, 7, 7, t0 + ms(2300), THRESHOLD));
+        assert!(
+            !s.observe(7, 0, 7, t0 + ms(2400), THRESHOLD),
+            "idle is no stall"
+        );
     }
 }
