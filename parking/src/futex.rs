@@ -103,8 +103,11 @@ pub fn wait_until(atom: &AtomicU32, expected: u32, deadline: Option<Instant>) ->
 }
 
 /// Wakes at most `n` threads blocked in [`wait`] on `atom`; returns how many
-/// were woken.
+/// were woken. `n == 0` wakes none (the kernel would wake one).
 pub fn wake(atom: &AtomicU32, n: u32) -> usize {
+    if n == 0 {
+        return 0;
+    }
     let n = n.min(i32::MAX as u32) as libc::c_int;
     count_call();
     // SAFETY: `atom` is a valid, aligned u32; FUTEX_WAKE reads nothing else.
@@ -340,6 +343,33 @@ mod tests {
         thread::sleep(Duration::from_millis(10));
         a.store(1, std::sync::atomic::Ordering::SeqCst);
         wake(&a, 1);
+        h.join().unwrap();
+    }
+
+    /// `wake(0)` wakes nobody (the kernel's FUTEX_WAKE with 0 wakes one).
+    #[test]
+    fn wake_of_zero_wakes_none() {
+        let a = Arc::new(AtomicU32::new(0));
+        let a2 = a.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            wait(&a2, 0, None)
+        });
+        let tid = rx.recv().unwrap();
+        // Wait until the waiter is blocked in the futex syscall.
+        let in_futex = || {
+            std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall"))
+                .is_ok_and(|s| s.split(' ').next() == Some(&libc::SYS_futex.to_string()))
+        };
+        while !in_futex() {
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(wake(&a, 0), 0, "wake(0) woke the waiter");
+        thread::sleep(Duration::from_millis(5));
+        assert!(in_futex(), "the waiter left its wait");
+        assert_eq!(wake(&a, 1), 1);
         h.join().unwrap();
     }
 

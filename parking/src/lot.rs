@@ -75,8 +75,10 @@ impl ParkingLot {
         // adding `2 * n` would wrap for large `n` (`signal(u32::MAX)` would
         // subtract 2), and a later `signal(1)` could then bring the word back
         // to a state a waiter read before both — an ABA that sleeps through
-        // two signals. Wrapping after 2^31 signals is harmless: a waiter
-        // compares one state it just read.
+        // two signals. Wrapping after 2^31 signals is harmless in practice:
+        // a waiter compares one state it just read, and only exactly 2^31
+        // signals between that read and its futex wait (tens of seconds of
+        // preemption there) would bring the word back to it.
         self.state.word().fetch_add(ONE_SIGNAL, SeqCst);
         // Pairs with the fence in `wait`: see the module docs.
         fence(SeqCst);
