@@ -50,7 +50,7 @@ impl Drop for DropCount {
 
 /// The version CAS: `unschedule` racing with the timer thread running the
 /// same due timer. Exactly one of {ran, Removed}; `Running` and `NotFound`
-/// mean it ran. Then the slot is reused when it is back in the pool (always
+/// mean it ran, and `NotFound` that it has finished. Then the slot is reused when it is back in the pool (always
 /// after `Removed`: the canceller frees it at once; after a run, in the
 /// interleavings where the timer thread has freed it): the stale id neither
 /// cancels nor disturbs the new timer.
@@ -59,14 +59,25 @@ fn unschedule_vs_run_vs_reuse() {
     model(|| {
         let timer = Arc::new(timer());
         let ran = Arc::new(AtomicUsize::new(0));
-        let r = ran.clone();
+        let (r, r2) = (ran.clone(), ran.clone());
         let id = timer
             .schedule(Instant::now(), move || {
                 r.fetch_add(1, SeqCst);
             })
             .unwrap();
         let t = timer.clone();
-        let answer = thread::spawn(move || t.unschedule(id)).join().unwrap();
+        let answer = thread::spawn(move || {
+            let answer = t.unschedule(id);
+            if answer == Unschedule::NotFound {
+                // A waiter that reuses what the callback touches relies on
+                // this (spindle's butex `Leave`): no longer pending means
+                // the callback has finished, and its effects are visible.
+                assert_eq!(r2.load(SeqCst), 1, "NotFound before the callback was done");
+            }
+            answer
+        })
+        .join()
+        .unwrap();
 
         let drops = Arc::new(AtomicUsize::new(0));
         let d = DropCount(drops.clone());
@@ -172,7 +183,7 @@ fn reschedule_vs_run() {
     model(|| {
         let timer = Arc::new(timer());
         let ran = Arc::new(AtomicUsize::new(0));
-        let r = ran.clone();
+        let (r, r2) = (ran.clone(), ran.clone());
         let id = timer
             .schedule(Instant::now(), move || {
                 r.fetch_add(1, SeqCst);
