@@ -43,7 +43,7 @@
 
 use crate::error::WaitError;
 use crate::group::{self, Suspend, TaskGroup};
-use crate::meta::TaskRef;
+use crate::meta::{InterruptState, TaskRef};
 use spindle_timer::{TimerId, TimerThread, Unschedule};
 use std::cell::{Cell, UnsafeCell};
 use std::fmt;
@@ -653,37 +653,53 @@ fn park_timeout(_: std::time::Duration) {
     os_thread::park()
 }
 
+/// Step 2 of the module docs: links `node` into `butex`, unless the wait
+/// is refused: an interrupt is pending or the task is stopped (`st`, the
+/// task's interrupt state, locked, for an interruptible wait; the outcome is
+/// then `INTERRUPTED`, and the interrupt consumed), or the value is no longer
+/// the expected one (`WOULD_BLOCK`). Returns whether it linked. Under the
+/// interrupt lock, so that an interrupter either finds the node linked or
+/// leaves its interrupt pending for this check.
+///
+/// # Safety
+/// `node` stays alive, and its waiter does not resume, until it is
+/// unlinked.
+unsafe fn link_or_refuse(
+    mut st: Option<&mut InterruptState>,
+    stopped: impl FnOnce() -> bool,
+    butex: &Butex,
+    node: &WaitNode,
+) -> bool {
+    if let Some(st) = st.as_deref_mut() {
+        if st.pending || stopped() {
+            st.pending = false;
+            node.outcome.store(INTERRUPTED, Ordering::Relaxed);
+            return false;
+        }
+    }
+    let mut list = butex.lock();
+    if butex.value.load(Ordering::Acquire) != node.expected {
+        node.outcome.store(WOULD_BLOCK, Ordering::Relaxed);
+        return false;
+    }
+    // SAFETY: under the lock; the caller keeps the node alive.
+    unsafe { list.push_back(node) };
+    if let Some(st) = st {
+        st.waiting = node;
+    }
+    true
+}
+
 /// Steps 2-3 of the module docs, run by `t`'s worker after `t` switched out.
 pub(crate) fn block(g: &TaskGroup, t: TaskRef, node: &WaitNode) {
     // SAFETY: the butex outlives the wait: its waiter holds a reference.
     let butex = unsafe { &*node.butex };
     let linked = {
         let mut st = node.kind.interruptible().then(|| t.lock_interrupts());
-        let interrupted = match st.as_mut() {
-            Some(st) if st.pending || t.stopped.load(Ordering::Acquire) => {
-                st.pending = false;
-                true
-            }
-            _ => false,
-        };
-        if interrupted {
-            node.outcome.store(INTERRUPTED, Ordering::Relaxed);
-            false
-        } else {
-            let mut list = butex.lock();
-            if butex.value.load(Ordering::Acquire) != node.expected {
-                node.outcome.store(WOULD_BLOCK, Ordering::Relaxed);
-                false
-            } else {
-                // SAFETY: under the lock; the node is `t`'s until `t`
-                // resumes, which needs it unlinked first.
-                unsafe { list.push_back(node) };
-                if let Some(st) = st.as_mut() {
-                    st.waiting = node;
-                }
-                true
-            }
-        }
+        let stopped = || t.stopped.load(Ordering::Acquire);
+        // SAFETY: the node is `t`'s until `t` resumes, which needs it
+        // unlinked first.
+        unsafe { link_or_refuse(st.as_deref_mut(), stopped, butex, node) }
     };
     if !linked {
         g.push_ready(t);
@@ -780,7 +796,7 @@ fn on_timeout(node: *const WaitNode) {
 
 /// Ends `t`'s current interruptible wait with `Interrupted`, or remembers
 /// the interrupt for its next wait. Called with `t`'s interrupt lock held.
-pub(crate) fn interrupt_locked(st: &mut crate::meta::InterruptState) -> Option<TaskRef> {
+pub(crate) fn interrupt_locked(st: &mut InterruptState) -> Option<TaskRef> {
     st.pending = true;
     // SAFETY: `waiting` is set while the task is blocked on that node and
     // cleared (under this lock, which we hold) before the node goes away.
@@ -815,7 +831,6 @@ pub(crate) fn interrupt_locked(st: &mut crate::meta::InterruptState) -> Option<T
 #[cfg(all(test, loom))]
 mod tests {
     use super::*;
-    use crate::meta::InterruptState;
     use loom::sync::Arc;
     use loom::thread;
 
@@ -857,13 +872,13 @@ mod tests {
         })
     }
 
-    /// Links the node, as `block` does before the racers can see it (the
-    /// timer is armed after this; wakes and interrupts before it are caught
-    /// by the value check and the pending-interrupt check).
+    /// Links the node with `block`'s own step (the timer is armed after
+    /// this; wakes and interrupts before it are caught by the value check
+    /// and the pending-interrupt check), for a wait nothing has refused.
     fn link(m: &Model) {
-        let mut list = m.butex.lock();
-        // SAFETY: under the lock; the node lives in `m`.
-        unsafe { list.push_back(&m.node) };
+        // SAFETY: the node lives in `m`, which outlives every racer.
+        let linked = unsafe { link_or_refuse(None, || false, &m.butex, &m.node) };
+        assert!(linked, "nothing refuses this wait");
     }
 
     /// The waiter sleeps until somebody ends the wait, then cancels its
@@ -991,18 +1006,21 @@ mod tests {
         });
     }
 
+    /// A task's interrupt state behind a loom mutex (the task's own is a
+    /// std mutex, invisible to loom).
+    struct Locked(loom::sync::Mutex<InterruptState>);
+    // SAFETY (test only): the raw node pointer inside is only followed
+    // under the lock, while the node is alive.
+    unsafe impl Send for Locked {}
+    // SAFETY (test only): as above.
+    unsafe impl Sync for Locked {}
+
     /// An interrupt racing the start of a wait (brpc PR #3551) is never
     /// lost: the worker links under the task's interrupt lock after checking
     /// for a pending interrupt, and the interrupter records the interrupt and
     /// looks for the node under the same lock.
     #[test]
     fn loom_an_interrupt_racing_the_start_of_a_wait_is_not_lost() {
-        struct Locked(loom::sync::Mutex<InterruptState>);
-        // SAFETY (test only): the raw node pointer inside is only followed
-        // under the lock, while the node is alive.
-        unsafe impl Send for Locked {}
-        // SAFETY (test only): as above.
-        unsafe impl Sync for Locked {}
         loom_model(|| {
             let butex = Arc::new(Butex::new(0));
             let m = model(&butex, thread::current());
@@ -1020,15 +1038,8 @@ mod tests {
             // The worker's step 2 of `block`, for an interruptible wait.
             let linked = {
                 let mut g = st.0.lock().unwrap();
-                if g.pending {
-                    g.pending = false;
-                    m.node.outcome.store(INTERRUPTED, Ordering::Relaxed);
-                    false
-                } else {
-                    link(&m);
-                    g.waiting = &m.node;
-                    true
-                }
+                // SAFETY: the node lives in `m`, which outlives every racer.
+                unsafe { link_or_refuse(Some(&mut g), || false, &m.butex, &m.node) }
             };
             m.timer.store(CANCELLED, Ordering::Release); // no timer here
             let outcome = if linked { wait(&m) } else { INTERRUPTED };
@@ -1036,6 +1047,48 @@ mod tests {
             assert!(interrupter.join().unwrap().is_none());
             assert_eq!(outcome, INTERRUPTED, "the interrupt ended this wait");
             assert!(!st.0.lock().unwrap().pending, "and was consumed once");
+        });
+    }
+
+    /// `stop` (the flag and an interrupt, under the interrupt lock, as
+    /// `time::signal` does) racing the start of a wait ends that wait, and
+    /// refuses the next one too, although the interrupt was consumed.
+    #[test]
+    fn loom_a_stop_racing_the_start_of_a_wait_refuses_every_wait() {
+        loom_model(|| {
+            let butex = Arc::new(Butex::new(0));
+            let stopped = Arc::new(AtomicBool::new(false));
+            let st = Arc::new(Locked(loom::sync::Mutex::new(InterruptState {
+                pending: false,
+                waiting: ptr::null(),
+            })));
+            let mut stopper = Some({
+                let (st, stopped) = (st.clone(), stopped.clone());
+                thread::spawn(move || {
+                    let mut st = st.0.lock().unwrap();
+                    stopped.store(true, Ordering::Release);
+                    interrupt_locked(&mut st)
+                })
+            });
+            let is_stopped = || stopped.load(Ordering::Acquire);
+            for wait_number in 1..=2 {
+                let m = model(&butex, thread::current());
+                let linked = {
+                    let mut g = st.0.lock().unwrap();
+                    // SAFETY: the node lives in `m`, which outlives the
+                    // stopper (joined below, or before the second wait).
+                    unsafe { link_or_refuse(Some(&mut g), is_stopped, &m.butex, &m.node) }
+                };
+                m.timer.store(CANCELLED, Ordering::Release); // no timer here
+                let outcome = if linked { wait(&m) } else { INTERRUPTED };
+                st.0.lock().unwrap().waiting = ptr::null();
+                assert_eq!(outcome, INTERRUPTED, "wait {wait_number} ended by the stop");
+                if wait_number == 1 {
+                    // The second wait begins after the stop has landed.
+                    let stopper = stopper.take().expect("joined once");
+                    assert!(stopper.join().unwrap().is_none());
+                }
+            }
         });
     }
 
