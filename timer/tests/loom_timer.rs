@@ -201,3 +201,48 @@ fn reschedule_vs_run() {
         }
     });
 }
+
+/// A periodic timer's re-arm after its run (`RUNNING -> ARMED`) racing
+/// `unschedule` (`ARMED -> IDLE`, or `RUNNING -> CANCELLING` mid-run). The
+/// first run is due and the next never is (its period is beyond the clock's
+/// range). Whatever the order: a periodic timer is never `NotFound` while
+/// it lives; once `unschedule` has answered `Removed`, the timer does not
+/// run again; it runs at most once; and its closure is dropped exactly
+/// once.
+#[test]
+fn periodic_rearm_vs_unschedule() {
+    model(|| {
+        let timer = Arc::new(timer());
+        let ran = Arc::new(AtomicUsize::new(0));
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (r, r2) = (ran.clone(), ran.clone());
+        let owned = DropCount(drops.clone());
+        let id = timer
+            .schedule_periodic(Instant::now(), Duration::from_secs(1 << 40), move || {
+                let _owned = &owned;
+                r.fetch_add(1, SeqCst);
+            })
+            .unwrap();
+        let t = timer.clone();
+        let (answer, ran_then) = thread::spawn(move || {
+            let answer = t.unschedule(id);
+            (answer, r2.load(SeqCst))
+        })
+        .join()
+        .unwrap();
+        assert_ne!(
+            answer,
+            Unschedule::NotFound,
+            "a live periodic timer was lost"
+        );
+        timer.stop_and_join();
+        let ran = ran.load(SeqCst);
+        assert!(ran <= 1, "ran {ran} times");
+        if answer == Unschedule::Removed {
+            assert_eq!(ran, ran_then, "ran after it was removed");
+        } else {
+            assert_eq!(ran, 1, "{answer:?}");
+        }
+        assert_eq!(drops.load(SeqCst), 1, "the closure is dropped once");
+    });
+}
