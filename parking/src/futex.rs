@@ -60,6 +60,22 @@ pub fn wait(atom: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool 
 /// block: as the kernel's own zero timeout, it returns `true` if the value is
 /// no longer `expected`, `false` (timed out) if it is.
 pub fn wait_until(atom: &AtomicU32, expected: u32, deadline: Option<Instant>) -> bool {
+    wait_until_masked(atom, expected, deadline, ANY)
+}
+
+/// Every bit: a mask that any [`wake_masked`] matches.
+pub const ANY: u32 = u32::MAX;
+
+/// Like [`wait_until`], for a waiter with the mask `mask`: only a [`wake`],
+/// or a [`wake_masked`] whose mask shares a bit with it, wakes it (the
+/// kernel's `FUTEX_WAIT_BITSET`). A mask of 0 is taken as [`ANY`].
+pub fn wait_until_masked(
+    atom: &AtomicU32,
+    expected: u32,
+    deadline: Option<Instant>,
+    mask: u32,
+) -> bool {
+    let mask = if mask == 0 { ANY } else { mask };
     let abs = match deadline {
         None => None,
         Some(d) => match monotonic_timespec_of(d) {
@@ -75,8 +91,8 @@ pub fn wait_until(atom: &AtomicU32, expected: u32, deadline: Option<Instant>) ->
         // SAFETY: `atom` is a valid, aligned u32 for the duration of the call
         // (we hold a reference to it); `ts_ptr` is null or points at a
         // timespec that lives on this stack frame until the call returns.
-        // FUTEX_WAIT_BITSET with MATCH_ANY takes an absolute CLOCK_MONOTONIC
-        // time and ignores uaddr2.
+        // FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time and
+        // ignores uaddr2; `mask` is not 0.
         let r = unsafe {
             libc::syscall(
                 libc::SYS_futex,
@@ -85,7 +101,7 @@ pub fn wait_until(atom: &AtomicU32, expected: u32, deadline: Option<Instant>) ->
                 expected,
                 ts_ptr,
                 std::ptr::null::<u32>(),
-                libc::FUTEX_BITSET_MATCH_ANY,
+                mask,
             )
         };
         if r == 0 {
@@ -117,6 +133,37 @@ pub fn wake(atom: &AtomicU32, n: u32) -> usize {
             atom.as_ptr(),
             libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
             n,
+        )
+    };
+    if r < 0 {
+        0
+    } else {
+        r as usize
+    }
+}
+
+/// Wakes at most `n` threads blocked on `atom` whose wait mask shares a bit
+/// with `mask` (the kernel's `FUTEX_WAKE_BITSET`; see
+/// [`wait_until_masked`]); returns how many were woken. `n == 0` wakes none;
+/// a mask of 0 is taken as [`ANY`].
+pub fn wake_masked(atom: &AtomicU32, n: u32, mask: u32) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    let mask = if mask == 0 { ANY } else { mask };
+    let n = n.min(i32::MAX as u32) as libc::c_int;
+    count_call();
+    // SAFETY: `atom` is a valid, aligned u32; FUTEX_WAKE_BITSET reads
+    // nothing else (the timeout and uaddr2 arguments are ignored).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            atom.as_ptr(),
+            libc::FUTEX_WAKE_BITSET | libc::FUTEX_PRIVATE_FLAG,
+            n,
+            std::ptr::null::<libc::timespec>(),
+            std::ptr::null::<u32>(),
+            mask,
         )
     };
     if r < 0 {
@@ -219,6 +266,23 @@ mod imp {
         pub fn wake(&self, n: u32) -> usize {
             super::wake(&self.word, n)
         }
+
+        /// [`super::wait_until_masked`] on this word.
+        #[inline]
+        pub fn wait_until_masked(
+            &self,
+            expected: u32,
+            deadline: Option<Instant>,
+            mask: u32,
+        ) -> bool {
+            super::wait_until_masked(&self.word, expected, deadline, mask)
+        }
+
+        /// [`super::wake_masked`] on this word.
+        #[inline]
+        pub fn wake_masked(&self, n: u32, mask: u32) -> usize {
+            super::wake_masked(&self.word, n, mask)
+        }
     }
 }
 
@@ -231,11 +295,20 @@ mod imp {
     /// Loom emulation of a futex: the word is checked under a mutex that
     /// `wake` also takes, as the kernel checks it under the hash-bucket lock,
     /// so "value unchanged, then sleep" is atomic with respect to `wake`.
+    /// Each waiter has a record with its mask, so that a masked wake wakes
+    /// only the waiters it matches, as the kernel's does.
     #[derive(Debug)]
     pub struct Futex {
         word: AtomicU32,
-        waiters: Mutex<usize>,
+        waiters: Mutex<Waiters>,
         cv: Condvar,
+    }
+
+    #[derive(Debug, Default)]
+    struct Waiters {
+        next_id: u64,
+        /// (id, mask, woken) of each thread in a wait.
+        list: Vec<(u64, u32, bool)>,
     }
 
     impl Default for Futex {
@@ -248,7 +321,7 @@ mod imp {
         pub fn new(value: u32) -> Self {
             Futex {
                 word: AtomicU32::new(value),
-                waiters: Mutex::new(0),
+                waiters: Mutex::new(Waiters::default()),
                 cv: Condvar::new(),
             }
         }
@@ -260,25 +333,51 @@ mod imp {
         /// Loom has no clock: a timeout never elapses, so this returns only
         /// when the value has moved or a wake arrives.
         pub fn wait(&self, expected: u32, _timeout: Option<Duration>) -> bool {
+            self.wait_until_masked(expected, None, super::ANY)
+        }
+
+        pub fn wait_until(&self, expected: u32, _deadline: Option<Instant>) -> bool {
+            self.wait_until_masked(expected, None, super::ANY)
+        }
+
+        pub fn wait_until_masked(&self, expected: u32, _: Option<Instant>, mask: u32) -> bool {
+            let mask = if mask == 0 { super::ANY } else { mask };
             let mut waiters = self.waiters.lock().unwrap();
             if self.word.load(Ordering::SeqCst) != expected {
                 return true;
             }
-            *waiters += 1;
-            let mut waiters = self.cv.wait(waiters).unwrap();
-            *waiters -= 1;
-            true
-        }
-
-        pub fn wait_until(&self, expected: u32, _deadline: Option<Instant>) -> bool {
-            self.wait(expected, None)
+            let id = waiters.next_id;
+            waiters.next_id += 1;
+            waiters.list.push((id, mask, false));
+            loop {
+                waiters = self.cv.wait(waiters).unwrap();
+                let at = waiters.list.iter().position(|w| w.0 == id).unwrap();
+                if waiters.list[at].2 {
+                    waiters.list.remove(at);
+                    return true;
+                }
+            }
         }
 
         pub fn wake(&self, n: u32) -> usize {
-            let waiters = self.waiters.lock().unwrap();
-            let woken = (*waiters).min(n as usize);
-            for _ in 0..woken {
-                self.cv.notify_one();
+            self.wake_masked(n, super::ANY)
+        }
+
+        pub fn wake_masked(&self, n: u32, mask: u32) -> usize {
+            let mask = if mask == 0 { super::ANY } else { mask };
+            let mut waiters = self.waiters.lock().unwrap();
+            let mut woken = 0;
+            for w in waiters.list.iter_mut() {
+                if woken == n as usize {
+                    break;
+                }
+                if !w.2 && w.1 & mask != 0 {
+                    w.2 = true;
+                    woken += 1;
+                }
+            }
+            if woken > 0 {
+                self.cv.notify_all();
             }
             woken
         }
@@ -288,6 +387,7 @@ mod imp {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::test_support::{await_in_futex, in_futex, spawn_with_tid};
     use std::sync::Arc;
     use std::thread;
 
@@ -351,26 +451,38 @@ mod tests {
     fn wake_of_zero_wakes_none() {
         let a = Arc::new(AtomicU32::new(0));
         let a2 = a.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let h = thread::spawn(move || {
-            // SAFETY: gettid has no preconditions.
-            tx.send(unsafe { libc::gettid() }).unwrap();
-            wait(&a2, 0, None)
-        });
-        let tid = rx.recv().unwrap();
-        // Wait until the waiter is blocked in the futex syscall.
-        let in_futex = || {
-            std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall"))
-                .is_ok_and(|s| s.split(' ').next() == Some(&libc::SYS_futex.to_string()))
-        };
-        while !in_futex() {
-            thread::sleep(Duration::from_millis(1));
-        }
+        let (h, tid) = spawn_with_tid(move || wait(&a2, 0, None));
+        await_in_futex(tid);
         assert_eq!(wake(&a, 0), 0, "wake(0) woke the waiter");
         thread::sleep(Duration::from_millis(5));
-        assert!(in_futex(), "the waiter left its wait");
+        assert!(in_futex(tid), "the waiter left its wait");
         assert_eq!(wake(&a, 1), 1);
         h.join().unwrap();
+    }
+
+    /// A masked wake wakes only the waiters whose mask it shares, even when
+    /// asked for more; a plain wake wakes any.
+    #[test]
+    fn a_masked_wake_wakes_only_matching_waiters() {
+        let a = Arc::new(AtomicU32::new(0));
+        let waiter = |mask: u32| {
+            let a = a.clone();
+            spawn_with_tid(move || wait_until_masked(&a, 0, None, mask))
+        };
+        let (one, one_tid) = waiter(0b01);
+        let (two, two_tid) = waiter(0b10);
+        await_in_futex(one_tid);
+        await_in_futex(two_tid);
+        assert_eq!(
+            wake_masked(&a, u32::MAX, 0b10),
+            1,
+            "only the second matches"
+        );
+        assert!(two.join().unwrap());
+        thread::sleep(Duration::from_millis(5));
+        assert!(in_futex(one_tid), "the first waiter was woken too");
+        assert_eq!(wake(&a, 1), 1, "a plain wake matches any mask");
+        assert!(one.join().unwrap());
     }
 
     #[test]

@@ -13,6 +13,8 @@
 pub mod futex;
 pub mod loom;
 mod lot;
+#[cfg(all(test, not(loom)))]
+mod test_support;
 
 pub use futex::Futex;
 pub use lot::{ParkState, ParkingLot};

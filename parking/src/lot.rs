@@ -27,6 +27,7 @@
 //!
 //! [`signal`]: ParkingLot::signal
 
+use crate::futex::ANY;
 use crate::loom::sync::atomic::{fence, AtomicU32, Ordering::Relaxed, Ordering::SeqCst};
 use crate::Futex;
 
@@ -68,6 +69,14 @@ impl ParkingLot {
     /// Returns how many threads were woken (0 without a syscall when nobody
     /// waits).
     pub fn signal(&self, n: u32) -> usize {
+        self.signal_masked(n, ANY)
+    }
+
+    /// Like [`signal`](Self::signal), but wakes only waiters whose mask
+    /// (see [`wait_until_masked`](Self::wait_until_masked)) shares a bit
+    /// with `mask`. The state moves on all the same, so any thread on its
+    /// way to wait returns at once (and looks for work again).
+    pub fn signal_masked(&self, n: u32, mask: u32) -> usize {
         if n == 0 {
             return 0;
         }
@@ -85,7 +94,7 @@ impl ParkingLot {
         if self.waiters.load(Relaxed) == 0 {
             return 0;
         }
-        self.state.wake(n)
+        self.state.wake_masked(n, mask)
     }
 
     /// The current state, to pass to [`wait`](Self::wait) after a last look
@@ -103,6 +112,21 @@ impl ParkingLot {
 
     /// Like [`wait`](Self::wait), but returns by `deadline` at the latest.
     pub fn wait_until(&self, expected: ParkState, deadline: Option<std::time::Instant>) {
+        self.wait_until_masked(expected, deadline, ANY)
+    }
+
+    /// Like [`wait_until`](Self::wait_until), as a waiter with the mask
+    /// `mask` (not 0): a [`signal_masked`](Self::signal_masked) wakes it
+    /// only if their masks share a bit; [`signal`](Self::signal) and
+    /// [`stop`](Self::stop) wake it always. Threads that share a lot but
+    /// are woken one by one each wait with a bit of their own, so that a
+    /// signal meant for one does not wake the others.
+    pub fn wait_until_masked(
+        &self,
+        expected: ParkState,
+        deadline: Option<std::time::Instant>,
+        mask: u32,
+    ) {
         if expected.stopped() {
             return;
         }
@@ -111,7 +135,7 @@ impl ParkingLot {
         // then re-checks the word under its own lock.
         fence(SeqCst);
         if self.state.word().load(Relaxed) == expected.0 {
-            self.state.wait_until(expected.0, deadline);
+            self.state.wait_until_masked(expected.0, deadline, mask);
         }
         self.waiters.fetch_sub(1, SeqCst);
     }
@@ -157,6 +181,31 @@ mod tests {
         work.store(true, SeqCst);
         lot.signal(1);
         h.join().unwrap();
+    }
+
+    /// Two threads share a lot with masks of their own: a signal masked for
+    /// one wakes it alone, though it moves the state for both; `stop`
+    /// wakes every waiter.
+    #[test]
+    fn a_masked_signal_wakes_only_its_waiter() {
+        use crate::test_support::{await_in_futex, in_futex, spawn_with_tid};
+        let lot = Arc::new(ParkingLot::new());
+        let st = lot.state();
+        let waiter = |mask: u32| {
+            let l = lot.clone();
+            spawn_with_tid(move || l.wait_until_masked(st, None, mask))
+        };
+        let (one, one_tid) = waiter(0b01);
+        let (two, two_tid) = waiter(0b10);
+        await_in_futex(one_tid);
+        await_in_futex(two_tid);
+        assert_eq!(lot.signal_masked(u32::MAX, 0b10), 1);
+        two.join().unwrap();
+        thread::sleep(Duration::from_millis(5));
+        assert!(in_futex(one_tid), "the other waiter was woken too");
+        assert_ne!(lot.state(), st, "the state moved for everybody");
+        lot.stop();
+        one.join().unwrap();
     }
 
     #[test]

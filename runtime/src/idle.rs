@@ -21,7 +21,11 @@
 //!   it is not awake.
 //!
 //! A lot may be shared by several workers (worker `i` parks on lot `i % 4`),
-//! so a wake goes to every waiter of the lot: at most `workers / 4` threads.
+//! but every wake-up is meant for one worker, so each waits with a bit of its
+//! own (`1 << (i / 4 % 32)`, a futex bitset) and a signal wakes that worker
+//! only, not every waiter of its lot (beyond 128 workers, two may share a
+//! bit). The signal still moves the lot's state, so another worker of the
+//! lot on its way to park returns at once and looks for work again.
 //!
 //! Both are store-buffering handshakes with a parking worker ([`Idle::park`]):
 //! it reads its lot's state, publishes `PARKED` and `parked`, then looks for
@@ -36,8 +40,9 @@ use spindle_parking::loom::sync::atomic::{
 };
 use spindle_parking::ParkingLot;
 
-/// The number of ParkingLots (bthread's `PARKING_LOT_NUM`).
-pub(crate) const LOTS: usize = 4;
+/// The number of ParkingLots (bthread's `PARKING_LOT_NUM`). One under loom,
+/// so that the models' two workers share their lot.
+pub(crate) const LOTS: usize = if cfg!(loom) { 1 } else { 4 };
 /// At most this many workers are woken by one notification: more are wasted
 /// wake-ups (bthread's `signal_task` cap).
 const MAX_SIGNAL: usize = 2;
@@ -85,6 +90,12 @@ impl Idle {
     /// The lot worker `w` parks on.
     pub(crate) fn lot_of(w: usize) -> usize {
         w % LOTS
+    }
+
+    /// The mask worker `w` waits on its lot with: a bit none of the lot's
+    /// next 31 workers has.
+    fn mask_of(w: usize) -> u32 {
+        1 << ((w / LOTS) % 32)
     }
 
     /// A worker starts looking for work.
@@ -152,16 +163,17 @@ impl Idle {
                     .is_ok()
             {
                 self.searching.fetch_add(1, SeqCst);
-                self.signal_lot(Self::lot_of(w));
+                self.signal_worker(w);
                 picked += 1;
             }
         }
     }
 
-    /// Wakes every waiter of `lot`, and moves its state so that a worker on
-    /// its way to wait there does not sleep through this.
-    fn signal_lot(&self, lot: usize) {
-        let woken = self.lots[lot].signal(u32::MAX);
+    /// Wakes worker `w` if it waits on its lot, and moves the lot's state
+    /// so that a worker on its way to wait there does not sleep through
+    /// this.
+    fn signal_worker(&self, w: usize) {
+        let woken = self.lots[Self::lot_of(w)].signal_masked(u32::MAX, Self::mask_of(w));
         if woken > 0 {
             self.wakeups.fetch_add(woken as u64, Relaxed);
         }
@@ -172,7 +184,7 @@ impl Idle {
     pub(crate) fn notify_worker(&self, w: usize) {
         fence(SeqCst);
         if self.states[w].load(Relaxed) != AWAKE {
-            self.signal_lot(Self::lot_of(w));
+            self.signal_worker(w);
         }
     }
 
@@ -206,7 +218,7 @@ impl Idle {
         let found = last_look();
         let slept = found.is_none() && !stopping();
         if slept {
-            lot.wait_until(lot_state, until);
+            lot.wait_until_masked(lot_state, until, Self::mask_of(me));
         }
         if self.states[me].swap(AWAKE, SeqCst) == NOTIFIED {
             // A producer counted us as searching: take the count over.

@@ -331,6 +331,41 @@ fn a_runtime_debugs_as_a_summary() {
     assert!(text.contains("stopping: false"), "{text}");
 }
 
+/// A task woken from a plain thread wakes its own worker, and only it,
+/// though its worker shares a ParkingLot with another (8 workers on 4
+/// lots): each parked worker waits with a bit of its own.
+#[test]
+fn a_remote_wake_wakes_only_the_tasks_worker() {
+    let rt = rt(8);
+    const ROUNDS: u64 = 50;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sleeper = rt.spawn(move || {
+        for _ in 0..ROUNDS {
+            tx.send(()).unwrap();
+            let r = spindle::sleep(Duration::from_secs(3600));
+            assert_eq!(r, Err(spindle::SleepError::Interrupted));
+        }
+    });
+    let id = sleeper.id();
+    let mut woken = 0;
+    for _ in 0..ROUNDS {
+        // The sleeper is about to sleep; let its worker park (the other
+        // seven have nothing to do).
+        rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+        let before = rt.stats().wakeups;
+        spindle::interrupt(id).unwrap();
+        // Counted by the interrupter, before `interrupt` returns.
+        woken += rt.stats().wakeups - before;
+    }
+    sleeper.join().unwrap();
+    // Waking the lot woke both of its workers: about 2 per round.
+    assert!(
+        woken < ROUNDS * 3 / 2,
+        "{woken} threads woken in {ROUNDS} rounds"
+    );
+}
+
 #[test]
 fn bad_builder_values_are_errors() {
     assert!(Runtime::builder().workers(0).build().is_err());
