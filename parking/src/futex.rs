@@ -452,10 +452,10 @@ mod tests {
         let a = Arc::new(AtomicU32::new(0));
         let a2 = a.clone();
         let (h, tid) = spawn_with_tid(move || wait(&a2, 0, None));
-        await_in_futex(tid);
+        await_in_futex(tid, &a);
         assert_eq!(wake(&a, 0), 0, "wake(0) woke the waiter");
         thread::sleep(Duration::from_millis(5));
-        assert!(in_futex(tid), "the waiter left its wait");
+        assert!(in_futex(tid, &a), "the waiter left its wait");
         assert_eq!(wake(&a, 1), 1);
         h.join().unwrap();
     }
@@ -471,8 +471,8 @@ mod tests {
         };
         let (one, one_tid) = waiter(0b01);
         let (two, two_tid) = waiter(0b10);
-        await_in_futex(one_tid);
-        await_in_futex(two_tid);
+        await_in_futex(one_tid, &a);
+        await_in_futex(two_tid, &a);
         assert_eq!(
             wake_masked(&a, u32::MAX, 0b10),
             1,
@@ -480,7 +480,7 @@ mod tests {
         );
         assert!(two.join().unwrap());
         thread::sleep(Duration::from_millis(5));
-        assert!(in_futex(one_tid), "the first waiter was woken too");
+        assert!(in_futex(one_tid, &a), "the first waiter was woken too");
         assert_eq!(wake(&a, 1), 1, "a plain wake matches any mask");
         assert!(one.join().unwrap());
     }

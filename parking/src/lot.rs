@@ -25,6 +25,11 @@
 //! the C++ model guarantees for store buffering, and what loom models;
 //! `tests/loom_parking.rs` checks it.)
 //!
+//! Threads that share a lot but are woken one at a time (the runtime's
+//! workers) wait with masks of their own (futex bitsets):
+//! [`ParkingLot::signal_masked`] wakes the waiters whose mask it shares,
+//! and still moves the state for all.
+//!
 //! [`signal`]: ParkingLot::signal
 
 use crate::futex::ANY;
@@ -43,7 +48,7 @@ const ONE_SIGNAL: u32 = 2;
 pub struct ParkingLot {
     /// Bit 0: stopped. Bits 1..: a counter bumped by every signal.
     state: Futex,
-    /// Threads inside [`ParkingLot::wait`], for the no-waiter shortcut.
+    /// Threads inside a wait (any mask), for the no-waiter shortcut.
     waiters: AtomicU32,
 }
 
@@ -197,12 +202,15 @@ mod tests {
         };
         let (one, one_tid) = waiter(0b01);
         let (two, two_tid) = waiter(0b10);
-        await_in_futex(one_tid);
-        await_in_futex(two_tid);
+        await_in_futex(one_tid, lot.state.word());
+        await_in_futex(two_tid, lot.state.word());
         assert_eq!(lot.signal_masked(u32::MAX, 0b10), 1);
         two.join().unwrap();
         thread::sleep(Duration::from_millis(5));
-        assert!(in_futex(one_tid), "the other waiter was woken too");
+        assert!(
+            in_futex(one_tid, lot.state.word()),
+            "the other waiter was woken too"
+        );
         assert_ne!(lot.state(), st, "the state moved for everybody");
         lot.stop();
         one.join().unwrap();

@@ -48,7 +48,7 @@ use corosensei::CoroutineResult;
 use crossbeam_deque::{Steal, Worker};
 use std::cell::{Cell, RefCell};
 use std::ptr;
-use std::sync::atomic::Ordering::{AcqRel, Relaxed};
+use std::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -603,7 +603,9 @@ impl TaskGroup {
         debug_assert_eq!(t.home(), self.index, "a started task left its worker");
         self.current.set(Some(t));
         let me = self.me();
-        me.running.store(t.id().as_u64(), Relaxed);
+        // Release: a watchdog sample that reads this task (Acquire) then
+        // reads a switch count no older than the last run's bump.
+        me.running.store(t.id().as_u64(), Release);
         // SAFETY: errno is this thread's; the saved value is the task's own.
         unsafe { *libc::__errno_location() = *t.errno.get() };
         report_overflows_of(t);

@@ -10,7 +10,7 @@
 //! - *Stealable* work (a new task): after pushing it, a producer calls
 //!   [`Idle::notify_work`], which wakes a worker only if none is searching and
 //!   some is parked. It picks one `PARKED` worker, moves it to `NOTIFIED`,
-//!   counts it as searching *on its behalf*, then signals its lot. So the
+//!   counts it as searching *on its behalf*, then signals it on its lot. So the
 //!   spawns that follow while the woken worker is still on its way (tens of
 //!   µs on a VM) see a searcher and make no syscall: one wake-up per burst,
 //!   not one per spawn (tokio's "notified worker is searching" rule). The
@@ -32,8 +32,8 @@
 //! work one last time; a producer publishes the work, then reads the flags.
 //! Each side has a `SeqCst` fence between its write and its read, so either
 //! the last look finds the work, or the producer sees the worker and signals
-//! its lot, whose state moved since the worker read it: the futex wait then
-//! returns at once. `tests::loom_*` model-check this code.
+//! it on its lot, whose state moved since the worker read it: the futex wait
+//! then returns at once. `tests::loom_*` model-check this code.
 
 use spindle_parking::loom::sync::atomic::{
     fence, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,

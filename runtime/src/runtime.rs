@@ -103,7 +103,9 @@ impl Builder {
 
     /// How long a task may run without suspending before the watchdog
     /// reports it (a `warn!` and [`RuntimeStats::stalls`]): its worker's
-    /// other tasks wait meanwhile. Default 1 s; at least 1 ms.
+    /// other tasks wait meanwhile. Default 1 s; at least 1 ms. Never before
+    /// the threshold; at most about half a threshold after it (the
+    /// watchdog samples four times per threshold).
     pub fn stall_threshold(mut self, d: Duration) -> Self {
         self.stall_threshold = d.max(Duration::from_millis(1));
         self

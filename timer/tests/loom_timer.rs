@@ -183,7 +183,7 @@ fn reschedule_vs_run() {
     model(|| {
         let timer = Arc::new(timer());
         let ran = Arc::new(AtomicUsize::new(0));
-        let (r, r2) = (ran.clone(), ran.clone());
+        let r = ran.clone();
         let id = timer
             .schedule(Instant::now(), move || {
                 r.fetch_add(1, SeqCst);
