@@ -337,6 +337,10 @@ fn bucket_hint() -> u32 {
     .unwrap_or(0)
 }
 
+/// The process-wide timer thread ([`TimerThread::global`]), once started.
+#[cfg(not(loom))]
+static GLOBAL: std::sync::OnceLock<TimerThread> = std::sync::OnceLock::new();
+
 impl TimerThread {
     /// Starts a timer thread. Bad options are an error, never a panic.
     pub fn start(options: TimerOptions) -> Result<TimerThread, TimerError> {
@@ -388,21 +392,35 @@ impl TimerThread {
     /// If the OS cannot create the thread on first use;
     /// [`try_global`](Self::try_global) returns that error instead.
     #[cfg(not(loom))]
+    #[inline]
     pub fn global() -> &'static TimerThread {
-        Self::try_global()
-            .unwrap_or_else(|e| panic!("spindle-timer: cannot start the global timer thread: {e}"))
+        // The fast path is one load: every timed wait of the runtime asks.
+        match GLOBAL.get() {
+            Some(timer) => timer,
+            None => Self::start_global().unwrap_or_else(|e| {
+                panic!("spindle-timer: cannot start the global timer thread: {e}")
+            }),
+        }
     }
 
     /// The process-wide timer thread, as [`global`](Self::global), or the
     /// OS's refusal to create it. A failed start is not remembered: the next
     /// call tries again.
     #[cfg(not(loom))]
+    #[inline]
     pub fn try_global() -> Result<&'static TimerThread, TimerError> {
-        static GLOBAL: std::sync::OnceLock<TimerThread> = std::sync::OnceLock::new();
-        static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        if let Some(timer) = GLOBAL.get() {
-            return Ok(timer);
+        match GLOBAL.get() {
+            Some(timer) => Ok(timer),
+            None => Self::start_global(),
         }
+    }
+
+    /// Starts the global timer thread, unless another caller has.
+    #[cfg(not(loom))]
+    #[cold]
+    #[inline(never)]
+    fn start_global() -> Result<&'static TimerThread, TimerError> {
+        static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
         // One starter at a time, so that a loser does not start (and then
         // drop) a second thread. Nothing is left poisoned: the guard is
         // only held across `start`, which returns its failures.
