@@ -10,9 +10,10 @@
 //! A waiter is a [`WaitNode`]: in the task's meta for a task (a task waits
 //! on one butex at a time, and the meta is where wakers and the timer thread
 //! find everything else they touch), on its own stack for a plain thread.
-//! Four parties may end
+//! Five parties may end
 //! a wait: a waker (`wake_one`/`wake_all`), the wait's timer, an
-//! `interrupt`/`stop`, and the value check. Every one of them decides **under
+//! `interrupt`/`stop`, the value check, and the runtime's stop at shutdown
+//! (`end_wait_at_stop`). Every one of them decides **under
 //! the butex's lock**: whoever finds the node still linked unlinks it and
 //! writes the outcome; the others find it unlinked and do nothing. So each
 //! wait has exactly one outcome, and no wake-up is delivered twice.

@@ -1,6 +1,6 @@
 //! `TaskGroup`: one worker thread's scheduler.
 //!
-//! A group owns two local queues and shares one:
+//! A group owns two local queues and shares two:
 //!
 //! - `lifo` (in [`GroupShared`]): the task this worker spawned last. A task
 //!   that spawns a child and then joins it finds the child here, hot in its

@@ -34,6 +34,9 @@
 //! fn send_sync<T: Send + Sync>() {}
 //! send_sync::<spindle::Runtime>();
 //! send_sync::<spindle::JoinHandle<u32>>();
+//! // For every T, even one that is neither Send nor Sync: the handle holds
+//! // no T, and spawn makes one only for a T that is Send.
+//! send_sync::<spindle::JoinHandle<std::rc::Rc<u8>>>();
 //! send_sync::<spindle::Butex>();
 //! send_sync::<spindle::TaskId>();
 //! ```

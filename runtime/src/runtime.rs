@@ -105,7 +105,8 @@ impl Builder {
     /// reports it (a `warn!` and [`RuntimeStats::stalls`]): its worker's
     /// other tasks wait meanwhile. Default 1 s; at least 1 ms. Never before
     /// the threshold; at most about half a threshold after it (the
-    /// watchdog samples four times per threshold).
+    /// watchdog samples four times per threshold), or about 1 ms under a
+    /// 4 ms threshold (samples are at least 1 ms apart).
     pub fn stall_threshold(mut self, d: Duration) -> Self {
         self.stall_threshold = d.max(Duration::from_millis(1));
         self

@@ -6,8 +6,9 @@
 //! first run builds the coroutine (`TaskGroup::bind`); a closure too large
 //! for that is written onto its stack by corosensei at once. Its result is
 //! stored inline in the slot when it fits (see `ResultSlot`). From a worker
-//! the new task goes on the worker's own deque (others may steal it until it
-//! first runs); from a plain thread it goes on the runtime's injector.
+//! of the same runtime the new task takes the worker's LIFO slot (the task
+//! it displaces goes on the worker's deque; others may steal either until it
+//! first runs); otherwise it goes on the runtime's injector.
 
 use crate::butex::{self, WaitKind};
 use crate::control::{GroupStats, Shared};
@@ -406,7 +407,7 @@ pub struct JoinHandle<T> {
 }
 
 // JoinHandle<T> is Send + Sync for every T (via fn() -> T and TaskRef);
-// pinned by a doctest in lib.rs.
+// pinned by a doctest in lib.rs, for a T that is neither.
 
 impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

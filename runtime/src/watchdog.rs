@@ -6,7 +6,7 @@
 //! task it is running (`GroupShared::running`, two plain stores per switch)
 //! next to its switch counter. A periodic timer on the shared timer thread
 //! samples both every quarter of the threshold (or of the stack release
-//! period, if that is shorter: see below). A worker seen running the same
+//! period, if that is shorter: see below), and at least 1 ms apart. A worker seen running the same
 //! task, with no switch, for the whole threshold by the clock (from the
 //! first sample that saw it, so never early, even when a late sample and an
 //! on-time one come close together) is reported once per episode (a `warn!`
