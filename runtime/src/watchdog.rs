@@ -3,14 +3,14 @@
 //! A started task never leaves its worker (docs/safety.md), so a task that
 //! runs for long without suspending starves every other task pinned there.
 //! Nothing on the switch path measures time: a worker only publishes which
-//! task it is running (`GroupShared::running`, two plain stores per switch)
-//! next to its switch counter. A periodic timer on the shared timer thread
-//! samples both every quarter of the threshold (or of the stack release
-//! period, if that is shorter: see below), and at least 1 ms apart. A worker seen running the same
-//! task, with no switch, for the whole threshold by the clock (from the
-//! first sample that saw it, so never early, even when a late sample and an
-//! on-time one come close together) is reported once per episode (a `warn!`
-//! naming the task, and
+//! task it is running (`GroupShared::running`, two stores per switch, the
+//! first a release) next to its switch counter. A periodic timer on the
+//! shared timer thread samples both every quarter of the threshold (or of
+//! the stack release period, if that is shorter: see below), and at least
+//! 1 ms apart. A worker seen running the same task, with no switch, for the
+//! whole threshold by the clock (from the first sample that saw it, so never
+//! early, even when a late sample and an on-time one come close together)
+//! is reported once per episode (a `warn!` naming the task, and
 //! [`RuntimeStats::stalls`](crate::RuntimeStats::stalls)).
 //!
 //! The same periodic timer does the stack pool's housekeeping: it marks the
