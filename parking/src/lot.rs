@@ -1,8 +1,8 @@
 //! `ParkingLot`: where idle workers sleep without losing a wake-up.
 //!
 //! The state is one futex word. Bit 0 says "stopped"; every [`signal`] (of at
-//! least one waiter) adds 2,
-//! so any signal changes the word (and no mix of signals restores an old one). An idle worker follows one rule:
+//! least one waiter) adds 2, so any signal changes the word (and no mix of
+//! signals restores an old one). An idle worker follows one rule:
 //!
 //! ```text
 //!   let st = lot.state();        // 1. read the state BEFORE the last look
