@@ -121,25 +121,8 @@ pub fn wait_until_masked(
 /// Wakes at most `n` threads blocked in [`wait`] on `atom`; returns how many
 /// were woken. `n == 0` wakes none (the kernel would wake one).
 pub fn wake(atom: &AtomicU32, n: u32) -> usize {
-    if n == 0 {
-        return 0;
-    }
-    let n = n.min(i32::MAX as u32) as libc::c_int;
-    count_call();
-    // SAFETY: `atom` is a valid, aligned u32; FUTEX_WAKE reads nothing else.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            atom.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            n,
-        )
-    };
-    if r < 0 {
-        0
-    } else {
-        r as usize
-    }
+    // The kernel's FUTEX_WAKE is this, with every bit.
+    wake_masked(atom, n, ANY)
 }
 
 /// Wakes at most `n` threads blocked on `atom` whose wait mask shares a bit
