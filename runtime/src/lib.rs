@@ -86,4 +86,6 @@ pub use meta::TaskId;
 pub use runtime::{global_runtime, Builder, Runtime, RuntimeStats, DEFAULT_STACK_SIZE};
 pub use stack::stack_guard_regions;
 pub use task::{current, spawn, spawn_urgent, yield_now, JoinHandle};
-pub use time::{interrupt, is_stopped, sleep, sleep_until, stop, usleep, with_deadline};
+pub use time::{
+    current_deadline, interrupt, is_stopped, sleep, sleep_until, stop, usleep, with_deadline,
+};

@@ -41,13 +41,26 @@ fn set_scope_deadline(d: Option<Instant>) {
 }
 
 /// Runs `f` with a deadline: every blocking call inside it (sleep, butex
-/// wait, join, mutex lock, condvar and countdown waits) fails with
+/// wait, mutex lock, condvar and countdown waits) fails with
 /// `DeadlineExceeded` once `deadline` passes, including calls that began
-/// before it. Scopes nest, and the earliest deadline wins; the scope ends
-/// with `f`, even if `f` panics.
+/// before it; a join returns `JoinError::DeadlineExceeded` (the task goes
+/// on, detached); `Runtime::block_on` is not cut short (its closure runs
+/// under the scope instead). Scopes nest, and the earliest deadline wins;
+/// the scope ends with `f`, even if `f` panics. The scope is the calling
+/// task's (or thread's): tasks spawned inside it do not inherit it. To pass
+/// it on, to a spawned task or in a request, read it with
+/// [`current_deadline`].
 pub fn with_deadline<R>(deadline: Instant, f: impl FnOnce() -> R) -> R {
     let outer = scope_deadline();
     scoped(Some(outer.map_or(deadline, |o| o.min(deadline))), f)
+}
+
+/// The deadline of the innermost [`with_deadline`] scope around the caller
+/// (the earliest of the enclosing ones), or `None` outside every scope: what
+/// an RPC puts in its request, so that the server can drop a call whose
+/// caller has given up, or a task passes on to those it spawns.
+pub fn current_deadline() -> Option<Instant> {
+    scope_deadline()
 }
 
 /// Runs `f` with the scope deadline set to `d`, restoring the enclosing one

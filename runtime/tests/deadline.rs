@@ -98,6 +98,37 @@ fn scopes_nest_and_the_earliest_wins() {
     });
 }
 
+/// `current_deadline` is the earliest of the enclosing scopes, `None`
+/// outside them and after them, in a task and on a plain thread; a task
+/// spawned inside a scope does not inherit it.
+#[test]
+fn current_deadline_is_the_innermost_scopes() {
+    let check = || {
+        assert_eq!(spindle::current_deadline(), None);
+        let (outer, inner) = (soon(5_000), soon(1_000));
+        spindle::with_deadline(outer, || {
+            assert_eq!(spindle::current_deadline(), Some(outer));
+            spindle::with_deadline(inner, || {
+                assert_eq!(spindle::current_deadline(), Some(inner));
+            });
+            // A later inner deadline does not extend the outer one.
+            spindle::with_deadline(soon(60_000), || {
+                assert_eq!(spindle::current_deadline(), Some(outer));
+            });
+            let child = spindle::spawn(spindle::current_deadline);
+            assert_eq!(
+                child.join().unwrap(),
+                None,
+                "a spawned task has its own scope"
+            );
+        });
+        assert_eq!(spindle::current_deadline(), None);
+    };
+    let rt = rt(2);
+    rt.spawn(check).join().unwrap();
+    check(); // a plain thread (its spawn goes to the global runtime)
+}
+
 #[test]
 fn scopes_work_on_plain_threads_too() {
     let b = Butex::new(0);
