@@ -66,6 +66,16 @@ pub fn wait_until(atom: &AtomicU32, expected: u32, deadline: Option<Instant>) ->
 /// Every bit: a mask that any [`wake_masked`] matches.
 pub const ANY: u32 = u32::MAX;
 
+/// A wait or wake mask as the kernel takes it: 0 (which it refuses) is
+/// [`ANY`].
+fn nonzero(mask: u32) -> u32 {
+    if mask == 0 {
+        ANY
+    } else {
+        mask
+    }
+}
+
 /// Like [`wait_until`], for a waiter with the mask `mask`: only a [`wake`],
 /// or a [`wake_masked`] whose mask shares a bit with it, wakes it (the
 /// kernel's `FUTEX_WAIT_BITSET`). A mask of 0 is taken as [`ANY`].
@@ -75,7 +85,7 @@ pub fn wait_until_masked(
     deadline: Option<Instant>,
     mask: u32,
 ) -> bool {
-    let mask = if mask == 0 { ANY } else { mask };
+    let mask = nonzero(mask);
     let abs = match deadline {
         None => None,
         Some(d) => match monotonic_timespec_of(d) {
@@ -133,7 +143,7 @@ pub fn wake_masked(atom: &AtomicU32, n: u32, mask: u32) -> usize {
     if n == 0 {
         return 0;
     }
-    let mask = if mask == 0 { ANY } else { mask };
+    let mask = nonzero(mask);
     let n = n.min(i32::MAX as u32) as libc::c_int;
     count_call();
     // SAFETY: `atom` is a valid, aligned u32; FUTEX_WAKE_BITSET reads
@@ -324,7 +334,7 @@ mod imp {
         }
 
         pub fn wait_until_masked(&self, expected: u32, _: Option<Instant>, mask: u32) -> bool {
-            let mask = if mask == 0 { super::ANY } else { mask };
+            let mask = super::nonzero(mask);
             let mut waiters = self.waiters.lock().unwrap();
             if self.word.load(Ordering::SeqCst) != expected {
                 return true;
@@ -347,7 +357,7 @@ mod imp {
         }
 
         pub fn wake_masked(&self, n: u32, mask: u32) -> usize {
-            let mask = if mask == 0 { super::ANY } else { mask };
+            let mask = super::nonzero(mask);
             let mut waiters = self.waiters.lock().unwrap();
             let mut woken = 0;
             for w in waiters.list.iter_mut() {

@@ -76,11 +76,14 @@ impl Cpus {
     /// is started from a worker thread (whose mask may be one CPU), else
     /// as it inherits.
     pub(crate) fn bind_for(&self, i: usize, pinned: bool, from_a_worker: bool) -> Bind {
-        match () {
-            _ if self.ids.is_empty() => Bind::Inherit, // unknown: leave it
-            _ if pinned => Bind::One(self.ids[i % self.ids.len()]),
-            _ if from_a_worker => Bind::All,
-            _ => Bind::Inherit,
+        if self.ids.is_empty() {
+            Bind::Inherit // unknown: leave it
+        } else if pinned {
+            Bind::One(self.ids[i % self.ids.len()])
+        } else if from_a_worker {
+            Bind::All
+        } else {
+            Bind::Inherit
         }
     }
 

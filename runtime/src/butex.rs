@@ -473,7 +473,8 @@ pub(crate) fn wait(
     deadline: Option<Instant>,
     kind: WaitKind,
 ) -> Result<(), WaitError> {
-    let task = group::current_task().filter(|_| group::can_suspend());
+    let running = group::current_task();
+    let task = running.filter(|_| group::can_suspend());
     if kind.interruptible() {
         if let Some(t) = task {
             if t.stopped.load(Ordering::Acquire) {
@@ -504,7 +505,8 @@ pub(crate) fn wait(
         None => {
             let me = Waiter::Thread(os_thread::current());
             let node = WaitNode::new(butex, expected, me, WaitKind::Uninterruptible, deadline);
-            wait_thread(butex, &node)
+            // A task here cannot suspend (it unwinds): it blocks its worker.
+            wait_thread(butex, &node, running)
         }
     };
     match outcome {
@@ -578,7 +580,9 @@ impl Drop for Leave<'_> {
     }
 }
 
-fn wait_thread(butex: &Butex, node: &WaitNode) -> u32 {
+/// A plain thread's wait, or that of `unwinding`, a task that cannot suspend
+/// and so blocks its worker thread here.
+fn wait_thread(butex: &Butex, node: &WaitNode, unwinding: Option<TaskRef>) -> u32 {
     {
         let mut list = butex.lock();
         if butex.value.load(Ordering::Acquire) != node.expected {
@@ -590,12 +594,16 @@ fn wait_thread(butex: &Butex, node: &WaitNode) -> u32 {
     }
     // A task that cannot suspend (it unwinds) blocks its worker thread here:
     // if what it waits for needs that worker, the wait never ends. Say so.
-    let mut blocked_task = group::current_task().map(|t| (t, Instant::now()));
+    let mut blocked_task = unwinding.map(|t| (t, Instant::now()));
     loop {
         let o = node.outcome.load(Ordering::Acquire);
         if o != WAITING {
             node.freed_by_waiter();
             return o;
+        }
+        if node.deadline.is_none() && blocked_task.is_none() {
+            os_thread::park();
+            continue;
         }
         let now = Instant::now();
         if node.deadline.is_some_and(|d| now >= d) {

@@ -444,6 +444,7 @@ impl<T> JoinHandle<T> {
     /// `JoinError::Cancelled`; a task that joins its own handle gets
     /// `JoinError::SelfJoin` (that wait could never end).
     pub fn join(self) -> Result<T, JoinError> {
+        let mut first_wait = true;
         loop {
             match self.task.join.value().load(Ordering::Acquire) {
                 RUNNING => {}
@@ -460,7 +461,8 @@ impl<T> JoinHandle<T> {
                 }
                 _ => return Err(JoinError::Cancelled),
             }
-            if group::current_task() == Some(self.task) {
+            // Asked once: who joins does not change between wake-ups.
+            if std::mem::take(&mut first_wait) && group::current_task() == Some(self.task) {
                 return Err(JoinError::SelfJoin);
             }
             if let Err(crate::WaitError::DeadlineExceeded) =

@@ -120,12 +120,17 @@ pub(crate) fn start(_: Weak<Shared>, _: Duration) -> Option<spindle_timer::Timer
 #[cfg_attr(loom, allow(dead_code))]
 fn sample(shared: &Shared, seen: &mut Vec<Seen>, threshold: Duration) {
     let workers = shared.worker_count();
-    seen.resize(workers, Seen::new(Instant::now()));
+    if seen.len() < workers {
+        // A new worker's first sample starts its record afresh anyway.
+        seen.resize(workers, Seen::new(Instant::now()));
+    }
     for (i, s) in seen.iter_mut().enumerate() {
         let Some(g) = shared.group(i) else { continue };
-        let before = g.stats.switches.load(Acquire);
+        // Only `running` pairs with the worker (its Release store, after the
+        // last run's bump): the count read after it is at least that bump.
+        let before = g.stats.switches.load(Relaxed);
         let task = g.running.load(Acquire);
-        let after = g.stats.switches.load(Acquire);
+        let after = g.stats.switches.load(Relaxed);
         if s.observe(before, task, after, Instant::now(), threshold) {
             shared.stalls.fetch_add(1, Relaxed);
             tracing::warn!(
@@ -179,11 +184,11 @@ mod tests {
         assert!(!s.observe(6, 7, 6, t0 + ms(1200), THRESHOLD));
         assert!(!s.observe(6, 7, 6, t0 + ms(2199), THRESHOLD));
         assert!(s.observe(6, 7, 6, t0 + ms(2200), THRESHOLD));
-        assert!(!s.observe(7, 7, 7, t0 + ms(1300), THRESHOLD)); // switched
-        assert!(!s.observe(7, 7, 7, t0 + ms(2299), THRESHOLD));
-        assert!(s.observe(7, 7, 7, t0 + ms(2300), THRESHOLD));
+        assert!(!s.observe(7, 7, 7, t0 + ms(2300), THRESHOLD)); // switched
+        assert!(!s.observe(7, 7, 7, t0 + ms(3299), THRESHOLD));
+        assert!(s.observe(7, 7, 7, t0 + ms(3300), THRESHOLD));
         assert!(
-            !s.observe(7, 0, 7, t0 + ms(2400), THRESHOLD),
+            !s.observe(7, 0, 7, t0 + ms(3400), THRESHOLD),
             "idle is no stall"
         );
     }
