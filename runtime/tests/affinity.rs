@@ -26,6 +26,10 @@ fn my_cpus() -> Vec<usize> {
 #[test]
 fn pinned_workers_run_on_one_cpu_of_the_process() {
     let process = my_cpus();
+    if process.len() < 2 {
+        eprintln!("one CPU: nothing to tell apart, skipped");
+        return;
+    }
     let rt = Runtime::builder()
         .workers(2)
         .pin_workers(true)
@@ -46,6 +50,10 @@ fn pinned_workers_run_on_one_cpu_of_the_process() {
 #[test]
 fn a_runtime_built_on_a_pinned_worker_gets_its_runtimes_cpus() {
     let process = my_cpus();
+    if process.len() < 2 {
+        eprintln!("one CPU: nothing to tell apart, skipped");
+        return;
+    }
     let parallelism = std::thread::available_parallelism().unwrap().get();
     let pinned = Runtime::builder()
         .workers(1)

@@ -24,8 +24,9 @@ fn a_refused_timer_thread_fails_the_build() {
     refused_build("a_refused_timer_thread_fails_the_build", 512, 0);
 }
 
-/// Room for one thread stack: the first build starts the timer thread, and
-/// its worker is refused (or the other way round; either must be an error).
+/// Room for one thread stack: the build starts the timer thread first, and
+/// its worker is refused. (Before e3aff9b the worker started first, and the
+/// refused timer thread was a panic.)
 #[test]
 fn a_refusal_after_the_timer_started_fails_the_build() {
     refused_build(

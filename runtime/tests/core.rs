@@ -359,6 +359,7 @@ fn a_remote_wake_wakes_only_the_tasks_worker() {
         woken += rt.stats().wakeups - before;
     }
     sleeper.join().unwrap();
+    assert!(woken > 0, "the interrupts never woke a parked worker");
     // Waking the lot woke both of its workers: about 2 per round.
     assert!(
         woken < ROUNDS * 3 / 2,
