@@ -1,13 +1,12 @@
 //! Butex: the wait primitive, from tasks and plain threads.
 
-use spindle::{Butex, Runtime, WaitError};
+mod common;
+
+use common::rt;
+use spindle::{Butex, WaitError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
-}
 
 #[test]
 fn a_past_deadline_times_out_from_a_task_and_a_thread() {

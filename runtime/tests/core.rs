@@ -1,15 +1,14 @@
 //! Runtime core: spawning, joining, yielding, stealing, pinning, panics.
 //! Several are ports of bthread's own tests (bthread_unittest.cpp).
 
+mod common;
+
+use common::rt;
 use spindle::{JoinHandle, Runtime, TaskId};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
-}
 
 /// The OS thread a piece of code runs on.
 fn os_thread() -> std::thread::ThreadId {
@@ -514,18 +513,15 @@ fn a_detached_task_drops_its_own_result_even_one_that_panics() {
     let rt = rt(1);
     let (tx, rx) = std::sync::mpsc::channel();
     for panics in [false, true] {
-        let gate = Arc::new(spindle::Butex::new(0));
+        let gate = Arc::new(common::Gate::new());
         let (g, to) = (gate.clone(), tx.clone());
         let h = rt.spawn(move || {
-            while g.value().load(Ordering::SeqCst) == 0 {
-                let _ = g.wait(0, None);
-            }
+            g.pass();
             ReportsDrop { to, panics }
         });
         let id = h.id();
         drop(h); // detached before it ends
-        gate.value().store(1, Ordering::SeqCst);
-        gate.wake_all();
+        gate.open();
         let (task, _) = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("the result is dropped");
@@ -588,16 +584,11 @@ fn an_unread_result_is_dropped_once_by_the_task_or_the_handle_owner() {
 #[test]
 fn is_finished_reports_the_end() {
     let rt = rt(1);
-    let gate = Arc::new(spindle::Butex::new(0));
+    let gate = Arc::new(common::Gate::new());
     let g = gate.clone();
-    let h = rt.spawn(move || {
-        while g.value().load(Ordering::Acquire) == 0 {
-            let _ = g.wait(0, None);
-        }
-    });
+    let h = rt.spawn(move || g.pass());
     assert!(!h.is_finished());
-    gate.value().store(1, Ordering::Release);
-    gate.wake_all();
+    gate.open();
     while !h.is_finished() {
         std::thread::yield_now();
     }

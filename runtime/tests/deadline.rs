@@ -1,13 +1,12 @@
 //! Deadline scopes: one deadline around a whole call.
 
+mod common;
+
+use common::rt;
 use spindle::sync::{Condvar, CountdownEvent, Mutex};
 use spindle::{Butex, JoinError, Runtime, SleepError, WaitError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
-}
 
 fn soon(ms: u64) -> Instant {
     Instant::now() + Duration::from_millis(ms)

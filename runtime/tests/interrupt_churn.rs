@@ -1,14 +1,13 @@
 //! Interrupt churn, in a binary of its own: it checks the global timer's
 //! pending count, which other tests would share.
 
-use spindle::{Runtime, SleepError};
+mod common;
+
+use common::rt;
+use spindle::SleepError;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
-}
 
 /// 1 000 000 sleeps interrupted at random moments leave no timer and no
 /// task behind.

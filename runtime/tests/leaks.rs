@@ -1,11 +1,9 @@
 //! Leak checks. In a test binary of their own: the task table is
 //! process-wide, so other tests running beside them would grow it.
 
-use spindle::Runtime;
+mod common;
 
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
-}
+use common::rt;
 
 #[test]
 fn no_stack_or_slot_leaks_after_a_million_spawn_joins() {

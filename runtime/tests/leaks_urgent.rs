@@ -1,11 +1,10 @@
 //! A leak check in a test binary of its own: the task table is
 //! process-wide, so other tests running beside it would grow it.
 
-use spindle::Runtime;
+mod common;
 
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
-}
+use common::rt;
+use spindle::Runtime;
 
 /// A task that starts a child with `spawn_urgent` (switching to it at once)
 /// and is unwound there by the runtime's stop, before it runs again, still

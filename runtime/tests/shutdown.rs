@@ -1,15 +1,14 @@
 //! A runtime's stop cancels every task that has not ended, blocked in a
 //! wait or not.
 
+mod common;
+
+use common::rt;
 use spindle::sync::{Condvar, CountdownEvent, Mutex};
-use spindle::{Butex, JoinError, JoinHandle, Runtime};
+use spindle::{Butex, JoinError, JoinHandle};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
-}
 
 /// Waits (a plain thread) until `count` reaches `n`.
 fn await_at_least(count: &AtomicUsize, n: usize) {

@@ -2,14 +2,13 @@
 //! among them). Time tolerances are wide: these assert what happens and in
 //! what order, never how fast.
 
+mod common;
+
+use common::rt;
 use spindle::{Runtime, SleepError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
-}
 
 #[test]
 fn sleep_in_a_task_sleeps_and_lets_others_run() {

@@ -1,14 +1,13 @@
 //! Mutex, Condvar and CountdownEvent, shared by tasks and plain threads.
 
+mod common;
+
+use common::rt;
 use spindle::sync::{Condvar, CountdownEvent, Mutex};
-use spindle::{Runtime, WaitError};
+use spindle::WaitError;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn rt(workers: usize) -> Runtime {
-    Runtime::builder().workers(workers).build().unwrap()
-}
 
 #[test]
 fn mutex_basics() {

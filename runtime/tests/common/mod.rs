@@ -3,6 +3,14 @@
 // Each test binary compiles this module and uses only some of it.
 #![allow(dead_code)]
 
+/// A runtime of `workers` workers with the defaults otherwise.
+pub fn rt(workers: usize) -> spindle::Runtime {
+    spindle::Runtime::builder()
+        .workers(workers)
+        .build()
+        .unwrap()
+}
+
 /// The process's memory mappings now.
 pub fn mappings() -> usize {
     std::fs::read_to_string("/proc/self/maps")
