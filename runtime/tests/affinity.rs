@@ -23,13 +23,22 @@ fn my_cpus() -> Vec<usize> {
         .collect()
 }
 
+/// The CPUs of the test process, if more than one: on one CPU the tests
+/// have nothing to tell apart, and say so.
+fn several_cpus() -> Option<Vec<usize>> {
+    let cpus = my_cpus();
+    if cpus.len() < 2 {
+        eprintln!("one CPU: nothing to tell apart, skipped");
+        return None;
+    }
+    Some(cpus)
+}
+
 #[test]
 fn pinned_workers_run_on_one_cpu_of_the_process() {
-    let process = my_cpus();
-    if process.len() < 2 {
-        eprintln!("one CPU: nothing to tell apart, skipped");
+    let Some(process) = several_cpus() else {
         return;
-    }
+    };
     let rt = Runtime::builder()
         .workers(2)
         .pin_workers(true)
@@ -49,11 +58,9 @@ fn pinned_workers_run_on_one_cpu_of_the_process() {
 
 #[test]
 fn a_runtime_built_on_a_pinned_worker_gets_its_runtimes_cpus() {
-    let process = my_cpus();
-    if process.len() < 2 {
-        eprintln!("one CPU: nothing to tell apart, skipped");
+    let Some(process) = several_cpus() else {
         return;
-    }
+    };
     let parallelism = std::thread::available_parallelism().unwrap().get();
     let pinned = Runtime::builder()
         .workers(1)
