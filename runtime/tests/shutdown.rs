@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 /// Waits (a plain thread) until `count` reaches `n`.
 fn await_at_least(count: &AtomicUsize, n: usize) {
-    while count.load(Ordering::SeqCst) < n {
-        std::thread::yield_now();
-    }
+    common::wait_for(&format!("{n} to be counted"), || {
+        count.load(Ordering::SeqCst) >= n
+    });
 }
 
 /// Counts its drops: shows that a cancelled task was unwound.
