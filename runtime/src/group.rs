@@ -191,8 +191,13 @@ impl StartedTasks {
     }
 
     /// The tasks on the list now, newest first.
+    fn iter(&self) -> impl Iterator<Item = TaskRef> {
+        std::iter::successors(self.head.get(), |t| t.started_next.get())
+    }
+
+    /// A copy of the list, newest first, for a walk that removes from it.
     fn snapshot(&self) -> Vec<TaskRef> {
-        std::iter::successors(self.head.get(), |t| t.started_next.get()).collect()
+        self.iter().collect()
     }
 }
 
@@ -726,7 +731,7 @@ impl TaskGroup {
         }
         tracing::debug!(
             worker = self.index,
-            tasks = self.started.snapshot().len(),
+            tasks = self.started.iter().count(),
             "cancelling the tasks blocked in a wait at stop"
         );
         let mut idle_rounds = 0u32;
@@ -762,7 +767,7 @@ impl TaskGroup {
                 warned = true;
                 tracing::warn!(
                     worker = self.index,
-                    tasks = self.started.snapshot().len(),
+                    tasks = self.started.iter().count(),
                     "the stop has waited {HELD_UP_WARNING:?} for tasks in block_on \
                      (the tasks they wait for have not ended)"
                 );
