@@ -662,7 +662,16 @@ fn a_shutdown_in_the_middle_of_everything_loses_nothing() {
             40_000
         });
         eprintln!("chaos cut short: after {after:?}");
-        let rt = common::rt(3);
+        // Not the defaults, to cover other paths: workers that poll rather
+        // than park while their tasks sleep, a watchdog sampling every
+        // quarter of a millisecond, and small stacks.
+        let rt = spindle::Runtime::builder()
+            .workers(3)
+            .sleep_spin(Duration::MAX)
+            .stall_threshold(Duration::from_millis(1))
+            .stack_size(128 * 1024)
+            .build()
+            .expect("build the runtime");
         let cast = Cast::start(&rt, w);
         std::thread::sleep(after);
         w.shutting_down.store(true, Ordering::Release);
