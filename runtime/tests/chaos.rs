@@ -5,18 +5,24 @@
 //!
 //! Each feature has tests of its own. This one looks for what goes wrong
 //! where they meet, and asserts only what must hold whatever the
-//! interleaving: money moved under the mutex is conserved; every item
-//! queued is taken exactly once; no timed wait ends before its deadline;
-//! a task nobody interrupts never sees an interrupt; every panic reaches
-//! its joiner with its payload; every task ends; and the global timer is
-//! left with nothing pending.
+//! interleaving: one holder of the mutex at a time, and the money moved
+//! under it conserved; every item queued taken exactly once; no timed wait
+//! ended before the deadline that applied to it, nor by the wrong one; a
+//! task nobody interrupts never sees an interrupt, and the waits of `sync`
+//! never do; every panic reaches its joiner with its payload; no task
+//! inherits a scope; every task ends and is dropped; and the global timer
+//! is left with nothing pending.
+//!
+//! Each actor draws its choices from a generator seeded by the run's seed
+//! and its own number: a failing run prints the seed, and `CHAOS_SEED=<n>`
+//! replays its choices (not its interleaving).
 //!
 //! In a binary of its own: it checks the global timer's pending count and
 //! sets the panic hook, which other tests would share.
 
 mod common;
 
-use spindle::sync::{Condvar, CountdownEvent, Mutex};
+use spindle::sync::{Condvar, CountdownEvent, Mutex, MutexGuard};
 use spindle::{Butex, JoinError, JoinHandle, Runtime, SleepError, TaskId, WaitError};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -29,16 +35,25 @@ const STEPS: u64 = if cfg!(debug_assertions) { 500 } else { 4_000 };
 const ACCOUNTS: usize = 8;
 const OPENING_BALANCE: i64 = 1_000;
 const BELLS: usize = 4;
+/// The cast: how many of each actor.
+const TARGETS: u64 = 8;
+const TASK_CONSUMERS: u64 = 6;
+const THREAD_CONSUMERS: u64 = 2;
+const FAMILIES: u64 = 8;
+/// Of each of tellers and listeners (and half as many producers and
+/// ringers) as tasks, and as plain threads.
+const TASK_ACTORS: u64 = 6;
+const THREAD_ACTORS: u64 = 2;
 /// The payload of every planned panic; the hook keeps them quiet.
 const PLANNED: &str = "chaos: a planned panic";
 
-/// A small xorshift generator: each actor has its own, seeded by its index,
-/// so a run's choices differ by actor but need no shared state.
+/// A small xorshift generator: each actor has its own, so that a run's
+/// choices differ by actor but need no shared state.
 struct Rng(u64);
 
 impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    fn new(seed: u64, actor: u64) -> Self {
+        Rng((seed ^ actor.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1)
     }
 
     fn next(&mut self) -> u64 {
@@ -52,31 +67,43 @@ impl Rng {
         self.next() % n
     }
 
-    fn chance(&mut self, one_in: u64) -> bool {
-        self.below(one_in) == 0
+    fn one_in(&mut self, n: u64) -> bool {
+        self.below(n) == 0
     }
 
-    fn micros(&mut self, max: u64) -> Duration {
+    fn micros_up_to(&mut self, max: u64) -> Duration {
         Duration::from_micros(self.below(max + 1))
     }
 }
 
 /// What the actors share, and the tallies they keep.
 struct World {
+    seed: u64,
     bank: Mutex<[i64; ACCOUNTS]>,
-    queue: Mutex<VecDeque<Item>>,
-    queued: Condvar,
+    /// Set while somebody holds `bank`: a second holder finds it set.
+    bank_held: AtomicBool,
+    queue: Mutex<Queue>,
+    not_empty: Condvar,
     bells: [Butex; BELLS],
-    produced: AtomicU64,
-    produced_sum: AtomicU64,
-    consumed: AtomicU64,
-    consumed_sum: AtomicU64,
     /// Tasks not yet dropped: each task's closure holds a [`Live`].
     live: AtomicUsize,
-    /// Set just before the runtime is shut down under the actors' feet:
-    /// from then on a join may be `Cancelled` and a target may be gone.
-    shutting_down: AtomicBool,
+    /// Children that began to run.
+    children_ran: AtomicU64,
+    /// Whether the runtime may be shut down under the actors' feet: then a
+    /// join may be `Cancelled`.
+    cut_short: bool,
     tally: Tally,
+}
+
+/// The queue and its books, kept under its lock, so that at every hold of
+/// the lock `produced == consumed + queued`.
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<Item>,
+    produced: u64,
+    produced_sum: u64,
+    consumed: u64,
+    consumed_sum: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -84,6 +111,23 @@ enum Item {
     Work(u64),
     /// Tells one consumer to leave.
     Leave,
+}
+
+impl Queue {
+    fn push(&mut self, n: u64) {
+        self.items.push_back(Item::Work(n));
+        self.produced += 1;
+        self.produced_sum = self.produced_sum.wrapping_add(n);
+    }
+
+    fn take(&mut self) -> Option<Item> {
+        let item = self.items.pop_front();
+        if let Some(Item::Work(n)) = item {
+            self.consumed += 1;
+            self.consumed_sum = self.consumed_sum.wrapping_add(n);
+        }
+        item
+    }
 }
 
 /// Counts of the outcomes seen, printed at the end: they show what the run
@@ -97,6 +141,7 @@ struct Tally {
     bell_timeouts: AtomicUsize,
     bell_moved: AtomicUsize,
     interrupted: AtomicUsize,
+    sync_waits_of_targets: AtomicUsize,
     panics_joined: AtomicUsize,
     joins_cut_short: AtomicUsize,
     condvar_timeouts: AtomicUsize,
@@ -107,20 +152,48 @@ fn bump(c: &AtomicUsize) {
 }
 
 impl World {
-    fn new() -> Self {
+    fn new(seed: u64, cut_short: bool) -> Self {
         World {
+            seed,
             bank: Mutex::new([OPENING_BALANCE; ACCOUNTS]),
-            queue: Mutex::new(VecDeque::new()),
-            queued: Condvar::new(),
+            bank_held: AtomicBool::new(false),
+            queue: Mutex::new(Queue::default()),
+            not_empty: Condvar::new(),
             bells: std::array::from_fn(|_| Butex::new(0)),
-            produced: AtomicU64::new(0),
-            produced_sum: AtomicU64::new(0),
-            consumed: AtomicU64::new(0),
-            consumed_sum: AtomicU64::new(0),
             live: AtomicUsize::new(0),
-            shutting_down: AtomicBool::new(false),
+            children_ran: AtomicU64::new(0),
+            cut_short,
             tally: Tally::default(),
         }
+    }
+
+    fn rng(&self, actor: u64) -> Rng {
+        Rng::new(self.seed, actor)
+    }
+
+    /// The queue's lock, outside any deadline scope.
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().expect("outside any scope")
+    }
+}
+
+/// Marks the bank held for as long as it lives; dropped before the guard
+/// it comes with (declared after it), and by an unwind too.
+struct BankHeld<'a>(&'a AtomicBool);
+
+impl<'a> BankHeld<'a> {
+    fn enter(flag: &'a AtomicBool) -> Self {
+        assert!(
+            !flag.swap(true, Ordering::Acquire),
+            "two holders of the mutex at once"
+        );
+        BankHeld(flag)
+    }
+}
+
+impl Drop for BankHeld<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -141,25 +214,16 @@ impl Drop for Live {
     }
 }
 
-/// Whether this actor is a task (it may sleep on the runtime) or a thread.
-fn on_task() -> bool {
-    spindle::current().is_some()
-}
-
-/// A pause: a task's sleep or a thread's. A task's is cut short by the
-/// deadline of an enclosing scope, and by nothing else.
+/// A pause: `spindle::sleep`, which on a plain thread is the OS's. It is
+/// cut short by the deadline of an enclosing scope, and by nothing else.
 fn nap(d: Duration) {
-    if on_task() {
-        match spindle::sleep(d) {
-            Ok(()) => {}
-            Err(SleepError::DeadlineExceeded) => {
-                let scope = spindle::current_deadline().expect("only in a scope");
-                not_early("a sleep in a scope", scope);
-            }
-            Err(e) => panic!("a sleep of a task nobody interrupts: {e}"),
+    match spindle::sleep(d) {
+        Ok(()) => {}
+        Err(SleepError::DeadlineExceeded) => {
+            let scope = spindle::current_deadline().expect("only in a scope");
+            not_early("a sleep in a scope", scope);
         }
-    } else {
-        std::thread::sleep(d);
+        Err(e) => panic!("a sleep of an actor nobody interrupts: {e}"),
     }
 }
 
@@ -176,10 +240,11 @@ fn teller(w: &World, rng: &mut Rng) {
     for _ in 0..STEPS {
         let (from, to) = (rng.below(ACCOUNTS as u64), rng.below(ACCOUNTS as u64));
         let amount = rng.below(50) as i64;
-        let pause = rng.chance(8).then(|| rng.micros(100));
+        let pause = rng.one_in(8).then(|| rng.micros_up_to(100));
         // The pause comes after the transfer: a task the runtime's stop
         // unwinds from it has moved all of its money or none.
-        let transfer = |bank: &mut [i64; ACCOUNTS]| {
+        let transfer = |bank: &mut MutexGuard<'_, [i64; ACCOUNTS]>| {
+            let _held = BankHeld::enter(&w.bank_held);
             bank[from as usize] -= amount;
             bank[to as usize] += amount;
             bump(&w.tally.transfers);
@@ -188,9 +253,9 @@ fn teller(w: &World, rng: &mut Rng) {
             }
         };
         match rng.below(3) {
-            0 => transfer(&mut w.bank.lock().expect("no scope here")),
+            0 => transfer(&mut w.bank.lock().expect("outside any scope")),
             1 => {
-                let deadline = Instant::now() + rng.micros(300);
+                let deadline = Instant::now() + rng.micros_up_to(300);
                 match w.bank.lock_until(Some(deadline)) {
                     Ok(mut g) => transfer(&mut g),
                     Err(WaitError::TimedOut) => {
@@ -201,7 +266,7 @@ fn teller(w: &World, rng: &mut Rng) {
                 }
             }
             _ => {
-                let deadline = Instant::now() + rng.micros(300);
+                let deadline = Instant::now() + rng.micros_up_to(300);
                 spindle::with_deadline(deadline, || match w.bank.lock() {
                     Ok(mut g) => transfer(&mut g),
                     Err(WaitError::DeadlineExceeded) => {
@@ -210,6 +275,7 @@ fn teller(w: &World, rng: &mut Rng) {
                     }
                     Err(e) => panic!("lock in a scope: {e}"),
                 });
+                assert_eq!(spindle::current_deadline(), None, "the scope ended");
             }
         }
     }
@@ -218,20 +284,14 @@ fn teller(w: &World, rng: &mut Rng) {
 /// Puts random items on the queue and notifies, one or all.
 fn producer(w: &World, rng: &mut Rng) {
     for _ in 0..STEPS {
-        let n = rng.next() >> 16;
-        w.queue
-            .lock()
-            .expect("no scope here")
-            .push_back(Item::Work(n));
-        w.produced.fetch_add(1, Ordering::Relaxed);
-        w.produced_sum.fetch_add(n, Ordering::Relaxed);
-        if rng.chance(4) {
-            w.queued.notify_all();
+        w.queue().push(rng.next() >> 16);
+        if rng.one_in(4) {
+            w.not_empty.notify_all();
         } else {
-            w.queued.notify_one();
+            w.not_empty.notify_one();
         }
-        if rng.chance(16) {
-            nap(rng.micros(200));
+        if rng.one_in(16) {
+            nap(rng.micros_up_to(200));
         }
     }
 }
@@ -239,43 +299,44 @@ fn producer(w: &World, rng: &mut Rng) {
 /// Takes items until told to leave, waiting on the condvar in three ways.
 fn consumer(w: &World, rng: &mut Rng) {
     loop {
-        let mut q = w.queue.lock().expect("no scope here");
+        let mut q = w.queue();
         let item = match rng.below(3) {
             0 => {
                 q = w
-                    .queued
-                    .wait_while(q, |q| q.is_empty())
-                    .expect("no scope here");
-                q.pop_front()
+                    .not_empty
+                    .wait_while(q, |q| q.items.is_empty())
+                    .expect("outside any scope");
+                q.take()
             }
             1 => {
-                let deadline = Instant::now() + rng.micros(500);
-                while q.is_empty() {
-                    match w.queued.wait_until(q, deadline) {
+                let deadline = Instant::now() + rng.micros_up_to(500);
+                while q.items.is_empty() {
+                    match w.not_empty.wait_until(q, deadline) {
                         Ok(g) => q = g,
                         Err(WaitError::TimedOut) => {
                             not_early("a condvar wait_until", deadline);
                             bump(&w.tally.condvar_timeouts);
                             // The mutex is unlocked: take it again.
-                            q = w.queue.lock().expect("no scope here");
-                            if q.is_empty() {
+                            q = w.queue();
+                            if q.items.is_empty() {
                                 break;
                             }
                         }
                         Err(e) => panic!("condvar wait_until: {e}"),
                     }
                 }
-                q.pop_front()
+                q.take()
             }
             _ => {
                 drop(q);
-                let deadline = Instant::now() + rng.micros(500);
-                spindle::with_deadline(deadline, || {
+                let deadline = Instant::now() + rng.micros_up_to(500);
+                let taken = spindle::with_deadline(deadline, || {
                     let q = w.queue.lock()?;
-                    let mut q = w.queued.wait_while(q, |q| q.is_empty())?;
-                    Ok(q.pop_front())
-                })
-                .unwrap_or_else(|e: WaitError| {
+                    let mut q = w.not_empty.wait_while(q, |q| q.items.is_empty())?;
+                    Ok(q.take())
+                });
+                assert_eq!(spindle::current_deadline(), None, "the scope ended");
+                taken.unwrap_or_else(|e: WaitError| {
                     assert_eq!(e, WaitError::DeadlineExceeded);
                     not_early("a condvar wait in a scope", deadline);
                     bump(&w.tally.scope_expiries);
@@ -283,36 +344,61 @@ fn consumer(w: &World, rng: &mut Rng) {
                 })
             }
         };
-        match item {
-            Some(Item::Work(n)) => {
-                w.consumed.fetch_add(1, Ordering::Relaxed);
-                w.consumed_sum.fetch_add(n, Ordering::Relaxed);
-            }
-            Some(Item::Leave) => return,
-            None => {}
+        if let Some(Item::Leave) = item {
+            return;
         }
     }
 }
 
-/// Waits on the bells with deadlines; on a task it may be interrupted only
-/// if it is a target.
-fn listener(w: &World, rng: &mut Rng, target: bool) {
+/// Who may interrupt or stop a listener.
+#[derive(Clone, Copy, PartialEq)]
+enum Listener {
+    /// Nobody: an interrupt would be a phantom.
+    Untouchable,
+    /// The driver (the listener is a target).
+    Target,
+}
+
+/// Waits on the bells with deadlines of its own, and now and then inside a
+/// scope, earlier or later than its own deadline. Returns whether it was
+/// stopped.
+fn listen(w: &World, rng: &mut Rng, who: Listener) -> bool {
     for _ in 0..STEPS {
         let bell = &w.bells[rng.below(BELLS as u64) as usize];
         let seen = bell.value().load(Ordering::Acquire);
-        let deadline = Instant::now() + rng.micros(400);
-        match bell.wait(seen, Some(deadline)) {
+        let now = Instant::now();
+        let own = now + rng.micros_up_to(400);
+        let scope = rng.one_in(3).then(|| now + rng.micros_up_to(400));
+        let r = match scope {
+            Some(s) => spindle::with_deadline(s, || bell.wait(seen, Some(own))),
+            None => bell.wait(seen, Some(own)),
+        };
+        match r {
             Ok(()) => bump(&w.tally.bell_wakes),
             Err(WaitError::WouldBlock) => bump(&w.tally.bell_moved),
             Err(WaitError::TimedOut) => {
-                not_early("a butex wait", deadline);
+                assert!(
+                    scope.is_none_or(|s| own <= s),
+                    "a wait timed out by its own deadline though its scope's was earlier"
+                );
+                not_early("a butex wait", own);
                 bump(&w.tally.bell_timeouts);
             }
-            Err(WaitError::Interrupted) if target => bump(&w.tally.interrupted),
-            Err(WaitError::Stopped) if target => return,
-            Err(e) => panic!("a butex wait of a task nobody interrupts: {e}"),
+            Err(WaitError::DeadlineExceeded) => {
+                let s = scope.expect("DeadlineExceeded outside any scope");
+                assert!(
+                    s < own,
+                    "a wait cut short by a scope later than its own deadline"
+                );
+                not_early("a butex wait in a scope", s);
+                bump(&w.tally.scope_expiries);
+            }
+            Err(WaitError::Interrupted) if who == Listener::Target => bump(&w.tally.interrupted),
+            Err(WaitError::Stopped) if who == Listener::Target => return true,
+            Err(e) => panic!("a butex wait of a listener nobody interrupts: {e}"),
         }
     }
+    false
 }
 
 /// Rings the bells: moves a bell's value and wakes one or all.
@@ -320,110 +406,154 @@ fn ringer(w: &World, rng: &mut Rng) {
     for _ in 0..STEPS {
         let bell = &w.bells[rng.below(BELLS as u64) as usize];
         bell.value().fetch_add(1, Ordering::Release);
-        if rng.chance(2) {
+        if rng.one_in(2) {
             bell.wake_all();
         } else {
             bell.wake_one();
         }
-        nap(rng.micros(100));
+        nap(rng.micros_up_to(100));
     }
 }
 
-/// A target of the driver: sleeps and listens until stopped, and takes its
-/// interrupts in stride.
+/// A target of the driver: sleeps, listens and waits on `sync` until
+/// stopped, and takes its interrupts in stride. The waits of `sync` must
+/// never see the interrupts and the stop.
 fn target(w: &World, rng: &mut Rng) {
+    let never_set = CountdownEvent::new(1);
     loop {
-        let r = if rng.chance(2) {
-            spindle::sleep(rng.micros(2_000))
-        } else {
-            listener(w, rng, true);
-            if spindle::is_stopped() {
-                Err(SleepError::Stopped)
-            } else {
-                Ok(())
+        let stopped = match rng.below(4) {
+            0 => match spindle::sleep(rng.micros_up_to(2_000)) {
+                Ok(()) => false,
+                Err(SleepError::Interrupted) => {
+                    bump(&w.tally.interrupted);
+                    false
+                }
+                Err(SleepError::Stopped) => true,
+                Err(e) => panic!("a target's sleep: {e}"),
+            },
+            1 => listen(w, rng, Listener::Target),
+            2 => {
+                let deadline = Instant::now() + rng.micros_up_to(300);
+                match w.bank.lock_until(Some(deadline)) {
+                    Ok(g) => drop((BankHeld::enter(&w.bank_held), g)),
+                    Err(WaitError::TimedOut) => not_early("a target's lock_until", deadline),
+                    Err(e) => panic!("a target's lock_until: {e}"),
+                }
+                bump(&w.tally.sync_waits_of_targets);
+                false
+            }
+            _ => {
+                let deadline = Instant::now() + rng.micros_up_to(300);
+                assert_eq!(
+                    never_set.wait_until(deadline),
+                    Err(WaitError::TimedOut),
+                    "a target's countdown wait"
+                );
+                not_early("a target's countdown wait", deadline);
+                bump(&w.tally.sync_waits_of_targets);
+                false
             }
         };
-        match r {
-            Ok(()) => {}
-            Err(SleepError::Interrupted) => bump(&w.tally.interrupted),
-            Err(SleepError::Stopped) => {
-                assert!(spindle::is_stopped());
-                // Every later sleep fails at once.
-                assert_eq!(
-                    spindle::sleep(Duration::from_secs(3600)),
-                    Err(SleepError::Stopped)
-                );
-                return;
-            }
-            Err(e) => panic!("a target's sleep: {e}"),
+        if stopped {
+            break;
         }
     }
+    assert!(spindle::is_stopped());
+    // Every later sleep and butex wait fails at once; the mutex still locks.
+    assert_eq!(
+        spindle::sleep(Duration::from_secs(3600)),
+        Err(SleepError::Stopped)
+    );
+    let bell = &w.bells[0];
+    assert_eq!(
+        bell.wait(bell.value().load(Ordering::Acquire), None),
+        Err(WaitError::Stopped)
+    );
+    drop(w.bank.lock().expect("outside any scope"));
 }
 
-/// A parent task: spawns children, some of which panic, waits for them all
-/// on a countdown event, and joins them, some under a scope too short for
-/// the join. Returns how many children it spawned.
+/// A parent task: spawns children, some inside a scope (which they must
+/// not inherit), some of which panic; waits for them all on a countdown
+/// event; and joins them, some under a scope too short for the join.
+/// Returns how many children it spawned.
 fn family(w: &Arc<World>, rng: &mut Rng) -> u64 {
     let kids = 1 + rng.below(6);
     let done = Arc::new(CountdownEvent::new(kids as u32));
     let children: Vec<_> = (0..kids)
         .map(|k| {
-            let done = done.clone();
-            let panics = rng.chance(3);
-            let pause = rng.micros(300);
-            let spawn = if rng.chance(2) {
-                spindle::spawn::<_, u64>
-            } else {
-                spindle::spawn_urgent::<_, u64>
-            };
-            let live = Live::new(w);
-            let child = spawn(move || {
-                let _live = live;
-                /// Signals the parent however the child ends.
-                struct Signal(Arc<CountdownEvent>);
-                impl Drop for Signal {
-                    fn drop(&mut self) {
-                        self.0.signal(1);
-                    }
+            /// Signals the parent however the child ends, even unrun.
+            struct Signal(Arc<CountdownEvent>);
+            impl Drop for Signal {
+                fn drop(&mut self) {
+                    self.0.signal(1);
                 }
-                let _signal = Signal(done);
+            }
+            let (signal, live, w2) = (Signal(done.clone()), Live::new(w), w.clone());
+            let panics = rng.one_in(3);
+            let pause = rng.micros_up_to(300);
+            let body = move || {
+                let (_signal, _live) = (signal, live);
+                w2.children_ran.fetch_add(1, Ordering::Relaxed);
+                assert_eq!(
+                    spindle::current_deadline(),
+                    None,
+                    "a child inherited a scope"
+                );
                 spindle::sleep(pause).expect("nobody interrupts a child");
                 if panics {
                     std::panic::panic_any(PLANNED);
                 }
                 k * k
-            });
+            };
+            let urgent = rng.one_in(2);
+            let spawn = || {
+                if urgent {
+                    spindle::spawn_urgent(body)
+                } else {
+                    spindle::spawn(body)
+                }
+            };
+            let child = if rng.one_in(2) {
+                spindle::with_deadline(Instant::now() + Duration::from_secs(60), spawn)
+            } else {
+                spawn()
+            };
             (k, panics, child)
         })
         .collect();
     // Half the time, first wait for them all on the event.
-    if rng.chance(2) {
-        let deadline = Instant::now() + rng.micros(200);
+    if rng.one_in(2) {
+        let deadline = Instant::now() + rng.micros_up_to(200);
         match done.wait_until(deadline) {
             Ok(()) => assert_eq!(done.count(), 0),
             Err(WaitError::TimedOut) => not_early("a countdown wait", deadline),
             Err(e) => panic!("a countdown wait: {e}"),
         }
-        done.wait().expect("no scope here");
+        done.wait().expect("outside any scope");
     }
     for (k, panics, child) in children {
-        let short = rng.chance(5).then(|| Instant::now() + rng.micros(100));
-        let r = match short {
+        let join_deadline = rng
+            .one_in(5)
+            .then(|| Instant::now() + rng.micros_up_to(100));
+        let r = match join_deadline {
             Some(deadline) => spindle::with_deadline(deadline, || child.join()),
             None => child.join(),
         };
         match r {
-            Ok(v) => assert!(!panics && v == k * k, "child {k} returned {v}"),
+            Ok(v) => {
+                assert!(!panics, "child {k} was meant to panic");
+                assert_eq!(v, k * k, "child {k}'s value");
+            }
             Err(JoinError::Panicked(p)) => {
                 assert!(panics, "child {k} panicked but was not meant to");
                 assert_eq!(p.downcast_ref::<&str>(), Some(&PLANNED));
                 bump(&w.tally.panics_joined);
             }
             Err(JoinError::DeadlineExceeded) => {
-                not_early("a join in a scope", short.expect("only in a scope"));
+                not_early("a join in a scope", join_deadline.expect("only in a scope"));
                 bump(&w.tally.joins_cut_short);
             }
-            Err(JoinError::Cancelled) if w.shutting_down.load(Ordering::Acquire) => {}
+            Err(JoinError::Cancelled) if w.cut_short => {}
             Err(e) => panic!("joining child {k}: {e}"),
         }
     }
@@ -431,95 +561,99 @@ fn family(w: &Arc<World>, rng: &mut Rng) -> u64 {
 }
 
 /// Interrupts random targets until told it is enough, then stops them all.
-/// Once the runtime is shutting down, the targets may be gone.
-fn driver(w: &World, targets: &[TaskId], enough: &AtomicBool) {
-    let alive = |r: Result<(), spindle::NoSuchTask>| {
-        if r.is_err() {
-            assert!(
-                w.shutting_down.load(Ordering::Acquire),
-                "targets live until stopped"
-            );
-        }
-    };
-    let mut rng = Rng::new(0xd1);
+/// Returns how many of its calls found their target gone.
+fn driver(w: &World, targets: &[TaskId], enough: &AtomicBool) -> usize {
+    let mut rng = w.rng(0xd1);
+    let mut gone = 0;
     while !enough.load(Ordering::Acquire) {
         let t = targets[rng.below(targets.len() as u64) as usize];
-        alive(spindle::interrupt(t));
-        std::thread::sleep(rng.micros(50));
+        gone += spindle::interrupt(t).is_err() as usize;
+        std::thread::sleep(rng.micros_up_to(50));
     }
     for &t in targets {
-        alive(spindle::stop(t));
+        gone += spindle::stop(t).is_err() as usize;
     }
+    gone
 }
-
-const CONSUMERS: u64 = 6;
 
 /// Everybody, started: the tasks' handles and the threads'.
 struct Cast {
     targets: Vec<JoinHandle<()>>,
-    consumers: Vec<JoinHandle<()>>,
+    task_consumers: Vec<JoinHandle<()>>,
+    thread_consumers: Vec<std::thread::JoinHandle<()>>,
     /// Tellers, listeners, producers and ringers.
-    tasks: Vec<JoinHandle<()>>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    other_tasks: Vec<JoinHandle<()>>,
+    other_threads: Vec<std::thread::JoinHandle<()>>,
     /// Each returns how many children it had.
     families: Vec<JoinHandle<u64>>,
-    driver: std::thread::JoinHandle<()>,
+    driver: std::thread::JoinHandle<usize>,
     enough: Arc<AtomicBool>,
 }
 
 impl Cast {
     fn start(rt: &Runtime, w: &Arc<World>) -> Cast {
-        let task = |i: u64, f: fn(&World, &mut Rng)| {
-            let (w, live) = (w.clone(), Live::new(w));
+        // Each actor's number seeds its generator.
+        let mut actor = 0;
+        let mut next_actor = || {
+            actor += 1;
+            actor
+        };
+        let mut task = |f: fn(&World, &mut Rng)| {
+            let (w, live, mut rng) = (w.clone(), Live::new(w), w.rng(next_actor()));
             rt.spawn(move || {
                 let _live = live;
-                f(&w, &mut Rng::new(i))
+                f(&w, &mut rng)
             })
         };
-        let thread = |i: u64, f: fn(&World, &mut Rng)| {
-            let w = w.clone();
-            std::thread::spawn(move || f(&w, &mut Rng::new(i)))
-        };
         // Targets first, so that the driver has someone to interrupt.
-        let targets: Vec<_> = (0..8).map(|i| task(100 + i, target)).collect();
+        let targets: Vec<_> = (0..TARGETS).map(|_| task(target)).collect();
+        let task_consumers = (0..TASK_CONSUMERS).map(|_| task(consumer)).collect();
+        let mut other_tasks = Vec::new();
+        for i in 0..TASK_ACTORS {
+            other_tasks.push(task(teller));
+            other_tasks.push(task(|w, r| {
+                listen(w, r, Listener::Untouchable);
+            }));
+            if i % 2 == 0 {
+                other_tasks.push(task(producer));
+                other_tasks.push(task(ringer));
+            }
+        }
+        let mut thread = |f: fn(&World, &mut Rng)| {
+            let (w, mut rng) = (w.clone(), w.rng(next_actor()));
+            std::thread::spawn(move || f(&w, &mut rng))
+        };
+        let thread_consumers = (0..THREAD_CONSUMERS).map(|_| thread(consumer)).collect();
+        let mut other_threads = Vec::new();
+        for _ in 0..THREAD_ACTORS {
+            other_threads.push(thread(teller));
+            other_threads.push(thread(|w, r| {
+                listen(w, r, Listener::Untouchable);
+            }));
+            other_threads.push(thread(producer));
+            other_threads.push(thread(ringer));
+        }
+        let families = (0..FAMILIES)
+            .map(|_| {
+                let (w, live, mut rng) = (w.clone(), Live::new(w), w.rng(next_actor()));
+                rt.spawn(move || {
+                    let _live = live;
+                    (0..STEPS / 10).map(|_| family(&w, &mut rng)).sum()
+                })
+            })
+            .collect();
         let target_ids: Vec<_> = targets.iter().map(|h| h.id()).collect();
         let enough = Arc::new(AtomicBool::new(false));
         let driver = {
             let (w, enough) = (w.clone(), enough.clone());
             std::thread::spawn(move || driver(&w, &target_ids, &enough))
         };
-        let consumers = (0..CONSUMERS).map(|i| task(200 + i, consumer)).collect();
-        let mut tasks = Vec::new();
-        let mut threads = Vec::new();
-        for i in 0..6 {
-            tasks.push(task(300 + i, teller));
-            tasks.push(task(400 + i, |w, r| listener(w, r, false)));
-        }
-        for i in 0..4 {
-            tasks.push(task(500 + i, producer));
-            tasks.push(task(600 + i, ringer));
-        }
-        for i in 0..2 {
-            threads.push(thread(700 + i, teller));
-            threads.push(thread(800 + i, |w, r| listener(w, r, false)));
-            threads.push(thread(900 + i, producer));
-            threads.push(thread(1000 + i, ringer));
-        }
-        let families = (0..8)
-            .map(|i| {
-                let (w, live) = (w.clone(), Live::new(w));
-                rt.spawn(move || {
-                    let _live = live;
-                    let mut rng = Rng::new(1100 + i);
-                    (0..STEPS / 10).map(|_| family(&w, &mut rng)).sum()
-                })
-            })
-            .collect();
         Cast {
             targets,
-            consumers,
-            tasks,
-            threads,
+            task_consumers,
+            thread_consumers,
+            other_tasks,
+            other_threads,
             families,
             driver,
             enough,
@@ -527,39 +661,85 @@ impl Cast {
     }
 }
 
+/// Tells `n` consumers to leave.
+fn send_away(w: &World, n: u64) {
+    w.queue().items.extend((0..n).map(|_| Item::Leave));
+    w.not_empty.notify_all();
+}
+
 /// What holds however a run ends: money is conserved, and every item
 /// produced was consumed or is still queued.
 fn check_books(w: &World) {
-    let bank = *w.bank.lock().expect("no scope here");
+    let bank = *w.bank.lock().expect("outside any scope");
     assert_eq!(
         bank.iter().sum::<i64>(),
         OPENING_BALANCE * ACCOUNTS as i64,
         "money moved under the mutex is conserved: {bank:?}"
     );
-    let (mut count, mut sum) = (0, 0u64);
-    for item in w.queue.lock().expect("no scope here").iter() {
+    let q = w.queue();
+    let (mut queued, mut queued_sum) = (0, 0u64);
+    for item in &q.items {
         if let Item::Work(n) = item {
-            count += 1;
-            sum = sum.wrapping_add(*n);
+            queued += 1;
+            queued_sum = queued_sum.wrapping_add(*n);
         }
     }
     assert_eq!(
-        w.consumed.load(Ordering::Relaxed) + count,
-        w.produced.load(Ordering::Relaxed),
-        "every item is taken once, or still queued"
-    );
-    assert_eq!(
-        w.consumed_sum.load(Ordering::Relaxed).wrapping_add(sum),
-        w.produced_sum.load(Ordering::Relaxed),
+        (q.consumed + queued, q.consumed_sum.wrapping_add(queued_sum)),
+        (q.produced, q.produced_sum),
         "every item is taken once, or still queued"
     );
 }
 
-/// Sets up what both tests need, once, and runs one at a time (both check
-/// the global timer). Planned panics stay quiet; any other is reported as
-/// usual. A test that hangs says so and fails, instead of waiting for CI's
-/// limit.
-fn scene(name: &'static str, test: impl FnOnce(&Arc<World>)) {
+/// Fails the test if it has not ended after `limit`, instead of letting it
+/// wait for CI's own limit; disarmed when dropped, however the test ends.
+struct HangWatch {
+    done: Arc<AtomicBool>,
+}
+
+impl HangWatch {
+    fn arm(name: &'static str, limit: Duration, w: &Arc<World>) -> Self {
+        let done = Arc::new(AtomicBool::new(false));
+        let (finished, w) = (done.clone(), w.clone());
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !finished.load(Ordering::Acquire) {
+                if start.elapsed() > limit {
+                    eprintln!(
+                        "{name} (seed {}): no end after {limit:?}; {} tasks live; {:?}",
+                        w.seed,
+                        w.live.load(Ordering::Relaxed),
+                        w.tally
+                    );
+                    std::process::exit(101);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        HangWatch { done }
+    }
+}
+
+impl Drop for HangWatch {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Release);
+    }
+}
+
+/// The run's seed: `CHAOS_SEED`, or the clock's nanoseconds.
+fn seed() -> u64 {
+    match std::env::var("CHAOS_SEED") {
+        Ok(s) => s.parse().expect("CHAOS_SEED is a number"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+    }
+}
+
+/// Sets up what both tests need and runs one at a time (both check the
+/// global timer), then checks what must hold however the run ended.
+/// Planned panics stay quiet; any other is reported as usual.
+fn scene(name: &'static str, cut_short: bool, play: impl FnOnce(&Arc<World>)) {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     static HOOK: std::sync::Once = std::sync::Once::new();
     HOOK.call_once(|| {
@@ -571,35 +751,24 @@ fn scene(name: &'static str, test: impl FnOnce(&Arc<World>)) {
         }));
     });
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let w = Arc::new(World::new());
-    let finished = Arc::new(AtomicBool::new(false));
-    let hang_watch = {
-        let (w, finished) = (w.clone(), finished.clone());
-        std::thread::spawn(move || {
-            let start = Instant::now();
-            while !finished.load(Ordering::Acquire) {
-                if start.elapsed() > Duration::from_secs(300) {
-                    eprintln!("{name}: no end after 300 s; tallies: {:?}", w.tally);
-                    std::process::exit(101);
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        })
-    };
-    test(&w);
+    let w = Arc::new(World::new(seed(), cut_short));
+    eprintln!("{name}: seed {}", w.seed);
+    let _watch = HangWatch::arm(name, Duration::from_secs(300), &w);
+    play(&w);
     assert_eq!(w.live.load(Ordering::Acquire), 0, "every task was dropped");
     check_books(&w);
-    let stats = spindle_timer::TimerThread::global().stats();
-    assert_eq!(stats.pending, 0, "no timer left behind: {stats:?}");
+    // A timer whose callback was running when it was cancelled (the
+    // runtime's watchdog at shutdown) is counted out when it returns.
+    common::wait_for("the global timer to have nothing pending", || {
+        spindle_timer::TimerThread::global().stats().pending == 0
+    });
     eprintln!("{name}: {:?}", w.tally);
-    finished.store(true, Ordering::Release);
-    hang_watch.join().expect("the watch does not panic");
 }
 
 /// The whole cast plays to the end, while the runtime grows.
 #[test]
 fn everything_at_once_keeps_every_invariant() {
-    scene("chaos to the end", |w| {
+    scene("chaos to the end", false, |w| {
         let rt = common::rt(2);
         let cast = Cast::start(&rt, w);
         std::thread::sleep(Duration::from_millis(20));
@@ -607,10 +776,10 @@ fn everything_at_once_keeps_every_invariant() {
         std::thread::sleep(Duration::from_millis(20));
         rt.set_workers(4).expect("grow to 4");
 
-        for h in cast.tasks {
+        for h in cast.other_tasks {
             h.join().expect("no actor task panics");
         }
-        for h in cast.threads {
+        for h in cast.other_threads {
             h.join().expect("no actor thread panics");
         }
         let children: u64 = cast
@@ -618,30 +787,39 @@ fn everything_at_once_keeps_every_invariant() {
             .into_iter()
             .map(|h| h.join().expect("no parent panics"))
             .sum();
-        assert!(children > 0);
         // Every producer is done: one leave per consumer ends them.
-        {
-            let mut q = w.queue.lock().expect("no scope here");
-            q.extend((0..CONSUMERS).map(|_| Item::Leave));
+        send_away(w, TASK_CONSUMERS + THREAD_CONSUMERS);
+        for h in cast.task_consumers {
+            h.join().expect("no consumer task panics");
         }
-        w.queued.notify_all();
-        for h in cast.consumers {
-            h.join().expect("no consumer panics");
+        for h in cast.thread_consumers {
+            h.join().expect("no consumer thread panics");
         }
         cast.enough.store(true, Ordering::Release);
-        cast.driver.join().expect("the driver does not panic");
+        let gone = cast.driver.join().expect("the driver does not panic");
         for h in cast.targets {
             h.join().expect("a stopped target returns");
         }
-        assert!(w.queue.lock().expect("no scope here").is_empty());
-        assert!(w.tally.transfers.load(Ordering::Relaxed) > 0);
+        assert_eq!(gone, 0, "targets live until stopped");
+        assert!(w.queue().items.is_empty());
         // Children whose join was cut short were detached: they end anyway.
         common::wait_for("every detached child to finish", || {
             let s = rt.stats();
             s.spawned == s.finished
         });
-        // The runtime's stall watchdog is a periodic timer: shut down
-        // before the timer is checked.
+        assert_eq!(w.children_ran.load(Ordering::Relaxed), children);
+        // What a run this long cannot miss.
+        let t = &w.tally;
+        for (what, n) in [
+            ("interrupts", &t.interrupted),
+            ("sync waits of targets", &t.sync_waits_of_targets),
+            ("panics joined", &t.panics_joined),
+            ("butex timeouts", &t.bell_timeouts),
+            ("scope expiries", &t.scope_expiries),
+            ("condvar timeouts", &t.condvar_timeouts),
+        ] {
+            assert!(n.load(Ordering::Relaxed) > 0, "no {what} in the whole run");
+        }
         rt.shutdown();
     });
 }
@@ -652,15 +830,13 @@ fn everything_at_once_keeps_every_invariant() {
 /// primitives with the cancelled tasks carry on to their ends.
 #[test]
 fn a_shutdown_in_the_middle_of_everything_loses_nothing() {
-    scene("chaos cut short", |w| {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.subsec_nanos() as u64);
-        let after = Rng::new(seed).micros(if cfg!(debug_assertions) {
+    scene("chaos cut short", true, |w| {
+        let max = if cfg!(debug_assertions) {
             100_000
         } else {
             40_000
-        });
+        };
+        let after = w.rng(0).micros_up_to(max);
         eprintln!("chaos cut short: after {after:?}");
         // Not the defaults, to cover other paths: workers that poll rather
         // than park while their tasks sleep, a watchdog sampling every
@@ -674,22 +850,39 @@ fn a_shutdown_in_the_middle_of_everything_loses_nothing() {
             .expect("build the runtime");
         let cast = Cast::start(&rt, w);
         std::thread::sleep(after);
-        w.shutting_down.store(true, Ordering::Release);
         rt.shutdown();
 
-        let ended = |r: Result<(), JoinError>| match r {
-            Ok(()) | Err(JoinError::Cancelled) => {}
-            Err(e) => panic!("a task of the cast: {e}"),
+        // Nothing of the runtime runs any more.
+        let ended = |finished: bool, r: Result<(), JoinError>, cancelled_only: bool| {
+            assert!(finished, "a task outlived its runtime's shutdown");
+            match r {
+                Err(JoinError::Cancelled) => {}
+                Ok(()) if !cancelled_only => {}
+                r => panic!("a task of the cast: {r:?}"),
+            }
         };
-        cast.tasks.into_iter().for_each(|h| ended(h.join()));
-        cast.consumers.into_iter().for_each(|h| ended(h.join()));
-        cast.families
-            .into_iter()
-            .for_each(|h| ended(h.join().map(drop)));
-        cast.targets.into_iter().for_each(|h| ended(h.join()));
+        // Targets and consumers cannot end on their own before the stops
+        // and the leaves, which come only now.
+        for h in cast.targets.iter() {
+            assert!(h.is_finished());
+            assert!(
+                spindle::interrupt(h.id()).is_err(),
+                "a target outlived the runtime"
+            );
+        }
+        for h in cast.targets.into_iter().chain(cast.task_consumers) {
+            ended(h.is_finished(), h.join(), true);
+        }
+        for h in cast.other_tasks {
+            ended(h.is_finished(), h.join(), false);
+        }
+        for h in cast.families {
+            ended(h.is_finished(), h.join().map(drop), false);
+        }
         cast.enough.store(true, Ordering::Release);
         cast.driver.join().expect("the driver does not panic");
-        for h in cast.threads {
+        send_away(w, THREAD_CONSUMERS);
+        for h in cast.thread_consumers.into_iter().chain(cast.other_threads) {
             h.join().expect("no actor thread panics");
         }
     });
