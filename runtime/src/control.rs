@@ -32,6 +32,8 @@ pub(crate) struct Config {
     pub(crate) pin_workers: bool,
     /// `Builder::sleep_spin`.
     pub(crate) sleep_spin: std::time::Duration,
+    /// `Builder::idle_poll`.
+    pub(crate) idle_poll: std::time::Duration,
     /// The CPUs the workers may use (see `affinity.rs`).
     pub(crate) cpus: crate::affinity::Cpus,
 }

@@ -42,6 +42,7 @@ use crate::butex::{self, WaitNode};
 use crate::control::{GroupShared, GroupStats, Shared};
 use crate::meta::{self, TaskRef, NO_HOME};
 use crate::overflow;
+use crate::poll::PollWindow;
 use crate::queue::LocalQueue;
 use crate::stack::TaskStack;
 use corosensei::CoroutineResult;
@@ -69,6 +70,9 @@ const REMOTE_TICK: u32 = 31;
 /// here, with a tail of milliseconds when the host is busy), which would
 /// all be added to the sleep.
 pub(crate) const DEFAULT_SLEEP_SPIN: Duration = Duration::from_micros(150);
+/// The default of `Builder::idle_poll`: no polling beyond [`SPIN_TIME`]
+/// (see `poll.rs`).
+pub(crate) const DEFAULT_IDLE_POLL: Duration = Duration::ZERO;
 /// Within this long of such a deadline the worker polls the clock without
 /// `pause`s between its looks: a round of them can last over a µs.
 const SLEEP_POLL_WINDOW: Duration = Duration::from_micros(10);
@@ -80,8 +84,9 @@ const WORKER_TIMER_SLACK_NS: u64 = 1_000;
 /// about a microsecond, the time its owner needs to switch to it.
 const LIFO_GRACE_ROUNDS: u32 = 8;
 
-/// How long an idle worker keeps looking for work before it parks: about
-/// the cost of the futex wake-up a park would need. Bounded by time, not by
+/// How long an idle worker keeps looking for work before it parks, at
+/// least (`Builder::idle_poll` may make it longer): about the cost of the
+/// futex wake-up a park would need. Bounded by time, not by
 /// a count of `pause` instructions, whose length varies tenfold between CPUs
 /// (64 rounds of them took 63-150 µs on this VM's AMD EPYC).
 const SPIN_TIME: Duration = Duration::from_micros(20);
@@ -154,6 +159,8 @@ pub(crate) struct TaskGroup {
     /// Set while a cancelled started task is unwound at stop (`cancel`):
     /// the unwind that task's code then sees is the runtime's, not a panic.
     unwinding_cancelled: Cell<bool>,
+    /// How long to look for work before parking (`poll.rs`).
+    poll: PollWindow,
 }
 
 /// A worker's started tasks that have not ended: an intrusive list through
@@ -246,6 +253,7 @@ impl std::fmt::Debug for TaskGroup {
 
 impl TaskGroup {
     pub(crate) fn new(index: usize, shared: Arc<Shared>, fresh: Worker<TaskRef>) -> Self {
+        let poll = PollWindow::new(SPIN_TIME, shared.config.idle_poll);
         TaskGroup {
             index,
             shared,
@@ -264,6 +272,7 @@ impl TaskGroup {
                 head: Cell::new(None),
             },
             unwinding_cancelled: Cell::new(false),
+            poll,
         }
     }
 
@@ -367,6 +376,7 @@ impl TaskGroup {
                 None => self.search(&mut searching),
             };
             if let Some(t) = task {
+                self.poll.work_found();
                 if searching {
                     searching = false;
                     self.shared
@@ -520,9 +530,10 @@ impl TaskGroup {
                 .any(|g| !g.stealer.is_empty() || !g.lifo.load(Relaxed).is_null())
     }
 
-    /// Spins, then parks, until work or the stop arrives.
+    /// Looks for work (for as long as `poll` says), then parks, until work
+    /// or the stop arrives.
     fn search(&self, searching: &mut bool) -> Option<TaskRef> {
-        let start = Instant::now();
+        let look_until = self.poll.look_until(Instant::now());
         let mut round = 0u32;
         loop {
             let lifo = round >= LIFO_GRACE_ROUNDS;
@@ -543,7 +554,7 @@ impl TaskGroup {
                 // Just before the deadline, poll the clock without pausing.
                 pause = now + SLEEP_POLL_WINDOW < s.deadline;
             }
-            if round % 8 == 0 && start.elapsed() >= SPIN_TIME {
+            if round % 8 == 0 && Instant::now() >= look_until {
                 break;
             }
             if pause {

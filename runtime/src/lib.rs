@@ -72,6 +72,7 @@ mod group;
 mod idle;
 mod meta;
 mod overflow;
+mod poll;
 mod queue;
 mod runtime;
 mod stack;

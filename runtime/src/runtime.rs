@@ -52,6 +52,7 @@ pub struct Builder {
     thread_name: String,
     stall_threshold: Duration,
     sleep_spin: Duration,
+    idle_poll: Duration,
 }
 
 impl Default for Builder {
@@ -63,6 +64,7 @@ impl Default for Builder {
             thread_name: "spindle-worker".into(),
             stall_threshold: watchdog::DEFAULT_STALL_THRESHOLD,
             sleep_spin: crate::group::DEFAULT_SLEEP_SPIN,
+            idle_poll: crate::group::DEFAULT_IDLE_POLL,
         }
     }
 }
@@ -133,6 +135,31 @@ impl Builder {
         self
     }
 
+    /// How long a worker that has run out of work may keep looking for
+    /// more before it parks, at most: adaptive idle polling, as KVM does
+    /// for halted vCPUs. Default zero: only the brief spin (20 µs) every
+    /// idle worker does.
+    ///
+    /// Work that reaches a worker still looking (a task woken from another
+    /// thread, such as the reply an RPC waits for, or a task spawned from
+    /// one) runs within about a microsecond; a parked worker needs an OS
+    /// wake-up, 5-10 µs on a VM and milliseconds now and then when the
+    /// host is busy. Each worker adapts how long it looks to how soon its
+    /// work has been coming: longer while work keeps arriving within `max`
+    /// of its going idle, and less each time a gap outlasts `max`, down to
+    /// the brief spin. An idle runtime thus soon parks at once, but a
+    /// worker serving a stream of requests spaced under `max` keeps its
+    /// core busy through the gaps: it shows as fully busy, and under a CPU
+    /// quota it spends the quota. Set `max` a little above the gaps worth
+    /// catching (an RPC's round trip, say). Unlike
+    /// [`sleep_spin`](Self::sleep_spin), it does not need the worker to
+    /// have a sleeping task. `docs/benchmarks-sleep.md` measures both
+    /// sides.
+    pub fn idle_poll(mut self, max: Duration) -> Self {
+        self.idle_poll = max;
+        self
+    }
+
     /// Starts the runtime. Bad values (0 or more than 256 workers, a stack
     /// size over 1 TiB, a thread name with a NUL byte) are `InvalidInput`
     /// errors; a stack size the OS cannot map (more memory than it will
@@ -170,6 +197,7 @@ impl Builder {
                 thread_name: self.thread_name,
                 pin_workers: self.pin_workers,
                 sleep_spin: self.sleep_spin,
+                idle_poll: self.idle_poll,
                 cpus,
             })),
         };

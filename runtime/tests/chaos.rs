@@ -839,11 +839,12 @@ fn a_shutdown_in_the_middle_of_everything_loses_nothing() {
         let after = w.rng(0).micros_up_to(max);
         eprintln!("chaos cut short: after {after:?}");
         // Not the defaults, to cover other paths: workers that poll rather
-        // than park while their tasks sleep, a watchdog sampling every
-        // quarter of a millisecond, and small stacks.
+        // than park while their tasks sleep, and for a while when idle, a
+        // watchdog sampling every quarter of a millisecond, and small stacks.
         let rt = spindle::Runtime::builder()
             .workers(3)
             .sleep_spin(Duration::MAX)
+            .idle_poll(Duration::from_micros(300))
             .stall_threshold(Duration::from_millis(1))
             .stack_size(128 * 1024)
             .build()

@@ -951,3 +951,58 @@ fn a_flood_of_spawns_from_a_thread_does_not_starve_woken_tasks() {
     );
     sleeper.join().unwrap();
 }
+
+/// `Builder::idle_poll`: a worker whose work keeps coming soon after it
+/// went idle learns to look for it instead of parking. A task woken from a
+/// plain thread every millisecond has its worker park for nearly every
+/// wake-up by default, and hardly ever with a bound far above that gap.
+#[test]
+fn idle_polling_replaces_parks_when_work_keeps_coming_soon() {
+    const WARM_UP: u32 = 20;
+    const ROUNDS: u32 = 100;
+    /// The worker's parks over the wake-ups after the warm-up.
+    fn parks_while_waking(rt: Runtime) -> u64 {
+        let bell = Arc::new(spindle::Butex::new(0));
+        let listener = {
+            let bell = bell.clone();
+            rt.spawn(move || {
+                for seen in 0..ROUNDS {
+                    while bell.value().load(Ordering::Acquire) == seen {
+                        let _ = bell.wait(seen, None);
+                    }
+                }
+            })
+        };
+        let mut parks_after_warm_up = 0;
+        for round in 1..=ROUNDS {
+            std::thread::sleep(Duration::from_millis(1));
+            if round == WARM_UP {
+                parks_after_warm_up = rt.stats().parks;
+            }
+            bell.value().store(round, Ordering::Release);
+            bell.wake_one();
+        }
+        listener.join().unwrap();
+        let parks = rt.stats().parks - parks_after_warm_up;
+        rt.shutdown();
+        parks
+    }
+    let build = |idle_poll| {
+        Runtime::builder()
+            .workers(1)
+            .idle_poll(idle_poll)
+            .build()
+            .unwrap()
+    };
+    let measured = u64::from(ROUNDS - WARM_UP);
+    let parking = parks_while_waking(build(Duration::ZERO));
+    let polling = parks_while_waking(build(Duration::from_millis(100)));
+    assert!(
+        parking >= measured / 2,
+        "{parking} parks for {measured} wake-ups without idle polling"
+    );
+    assert!(
+        polling < measured / 2,
+        "{polling} parks for {measured} wake-ups with idle polling"
+    );
+}
