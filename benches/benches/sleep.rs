@@ -19,7 +19,12 @@
 //! - `interrupt_latency`: a task sleeping 10 s is woken from a plain thread;
 //!   from just before the wake call to the sleeper running again. For
 //!   spindle also with the sleeper's worker kept busy by a yielding task,
-//!   and with the polling runtime, so that no thread has to be woken.
+//!   and with the polling runtime, so that no thread has to be woken. The
+//!   wake comes long after the sleeper's worker went idle: it has parked.
+//! - `interrupt_latency_soon`: the same, with the wake 100-250 µs after the
+//!   sleep began (an RPC's reply); also spindle with adaptive idle polling
+//!   (`Builder::idle_poll`), whose worker is then still looking for work.
+//!   Every latency benchmark prints the CPU the process burned meanwhile.
 //! - `pingpong_butex`: two spindle tasks hand a turn back and forth through
 //!   one `spindle::Butex`; per round trip.
 //! - `deadline_churn`: the same turn-taking, per hand-off, with and without a
@@ -46,7 +51,7 @@ use common::Peers;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode};
 use spindle_benches::sleepers::{
-    self, lateness, release_free_heap, rss_bytes, signed_nanos, total, Latencies,
+    self, lateness, process_cpu_time, release_free_heap, rss_bytes, signed_nanos, total, Latencies,
 };
 use spindle_benches::workload::{full_batches, Placement};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -75,18 +80,25 @@ where
 type Sampler<'a> = Box<dyn FnMut(u64) -> Vec<i64> + 'a>;
 
 /// Runs one latency benchmark: criterion gets the summed latency, stderr
-/// gets the percentiles of every sample.
+/// gets the percentiles of every sample, and the CPU the process burned
+/// meanwhile, in cores (CPU time over wall time: 1.0 is one core busy
+/// throughout).
 fn latency_case(g: &mut BenchmarkGroup<'_, WallTime>, group: &str, peer: &str, mut f: Sampler) {
     let mut all = Latencies::new();
+    let (mut cpu, mut wall) = (Duration::ZERO, Duration::ZERO);
     g.bench_function(peer, |b| {
         b.iter_custom(|iters| {
+            let (cpu0, wall0) = (process_cpu_time(), Instant::now());
             let s = f(iters);
+            wall += wall0.elapsed();
+            cpu += process_cpu_time() - cpu0;
             all.extend(&s);
             total(&s)
         })
     });
     if let Some(s) = all.summary() {
-        eprintln!("[{group}/{peer}] {s}");
+        let cores = cpu.as_secs_f64() / wall.as_secs_f64();
+        eprintln!("[{group}/{peer}] {s} cpu={cores:.2} cores");
     }
 }
 
@@ -349,21 +361,34 @@ fn sleep_lateness_paired(c: &mut Criterion, p: &Peers, polling: &spindle::Runtim
 /// How long the interrupted sleepers would sleep: far beyond any run.
 const LONG_SLEEP: Duration = Duration::from_secs(10);
 /// How long the driver waits, after the sleeper said it is about to sleep,
-/// before it wakes it: enough for the sleep to begin and the sleeper's
-/// worker to go idle, so that every sample wakes a blocked sleeper on an
-/// idle runtime (not a pending interrupt, not a spinning worker).
-const SETTLE: Duration = Duration::from_micros(500);
+/// before it wakes it, in `interrupt_latency`: enough for the sleep to
+/// begin and for the sleeper's worker to go idle and park. So every sample
+/// wakes a blocked sleeper on an idle runtime (not a pending interrupt,
+/// not a spinning worker).
+const SETTLE_PARKED: Duration = Duration::from_micros(500);
+/// The same wait in `interrupt_latency_soon`: the wake comes soon after the
+/// sleeper's worker went idle, as an RPC's reply does (100-250 µs in all,
+/// with the driver's 50 µs timer slack and its own wake-up).
+const SETTLE_SOON: Duration = Duration::from_micros(50);
+/// The `Builder::idle_poll` bound of the idle-polling runtime in
+/// `interrupt_latency_soon`: above those gaps.
+const IDLE_POLL: Duration = Duration::from_micros(500);
 
 /// Drives `n` rounds with a sleeper that sends, on `rx`, the instant just
 /// before each sleep and the instant it ran again after being woken; `wake`
-/// wakes it. Returns the latency of each wake: from just before `wake` to
-/// the sleeper running.
-fn drive_wakes(n: u64, rx: &Receiver<Instant>, mut wake: impl FnMut()) -> Vec<i64> {
+/// wakes it, `settle` after the sleeper's first message. Returns the
+/// latency of each wake: from just before `wake` to the sleeper running.
+fn drive_wakes(
+    n: u64,
+    settle: Duration,
+    rx: &Receiver<Instant>,
+    mut wake: impl FnMut(),
+) -> Vec<i64> {
     let gone = "the sleeper is gone (it panicked: see above)";
     (0..n)
         .map(|_| {
             let entered = rx.recv().expect(gone);
-            std::thread::sleep(SETTLE);
+            std::thread::sleep(settle);
             let start = Instant::now();
             wake();
             let woke = rx.recv().expect(gone);
@@ -381,7 +406,12 @@ fn drive_wakes(n: u64, rx: &Receiver<Instant>, mut wake: impl FnMut()) -> Vec<i6
 /// kept awake by a task that yields in a loop (a busy server): the interrupt
 /// then needs no wake-up, only a turn on the worker, so that case measures
 /// the runtime's own share of the latency.
-fn spindle_interrupt(rt: &spindle::Runtime, n: u64, busy_worker: bool) -> Vec<i64> {
+fn spindle_interrupt(
+    rt: &spindle::Runtime,
+    n: u64,
+    settle: Duration,
+    busy_worker: bool,
+) -> Vec<i64> {
     let (tx, rx) = channel();
     let h = rt.spawn(move || {
         let spinner = busy_worker.then(|| {
@@ -410,7 +440,7 @@ fn spindle_interrupt(rt: &spindle::Runtime, n: u64, busy_worker: bool) -> Vec<i6
         }
     });
     let id = h.id();
-    let out = drive_wakes(n, &rx, || {
+    let out = drive_wakes(n, settle, &rx, || {
         spindle::interrupt(id).expect("the sleeper is alive");
     });
     h.join().expect("spindle sleeper failed");
@@ -426,7 +456,7 @@ impl Drop for StopOnDrop {
     }
 }
 
-fn tokio_interrupt(rt: &tokio::runtime::Runtime, n: u64) -> Vec<i64> {
+fn tokio_interrupt(rt: &tokio::runtime::Runtime, n: u64, settle: Duration) -> Vec<i64> {
     let (tx, rx) = channel();
     let notify = Arc::new(tokio::sync::Notify::new());
     let h = {
@@ -442,12 +472,12 @@ fn tokio_interrupt(rt: &tokio::runtime::Runtime, n: u64) -> Vec<i64> {
             }
         })
     };
-    let out = drive_wakes(n, &rx, || notify.notify_one());
+    let out = drive_wakes(n, settle, &rx, || notify.notify_one());
     rt.block_on(h).expect("tokio sleeper failed");
     out
 }
 
-fn may_interrupt(n: u64) -> Vec<i64> {
+fn may_interrupt(n: u64, settle: Duration) -> Vec<i64> {
     let (tx, rx) = channel();
     let h = may_go(move || {
         for _ in 0..n {
@@ -461,12 +491,12 @@ fn may_interrupt(n: u64) -> Vec<i64> {
         }
     });
     let co = h.coroutine().clone();
-    let out = drive_wakes(n, &rx, || co.unpark());
+    let out = drive_wakes(n, settle, &rx, || co.unpark());
     h.join().expect("may sleeper failed");
     out
 }
 
-fn std_interrupt(n: u64) -> Vec<i64> {
+fn std_interrupt(n: u64, settle: Duration) -> Vec<i64> {
     let (tx, rx) = channel();
     let flag = Arc::new((Mutex::new(false), Condvar::new()));
     let h = {
@@ -490,7 +520,7 @@ fn std_interrupt(n: u64) -> Vec<i64> {
             }
         })
     };
-    let out = drive_wakes(n, &rx, || {
+    let out = drive_wakes(n, settle, &rx, || {
         let (m, cv) = &*flag;
         *m.lock().expect("no panics under this lock") = true;
         cv.notify_one();
@@ -502,27 +532,62 @@ fn std_interrupt(n: u64) -> Vec<i64> {
 fn interrupt_latency(c: &mut Criterion, p: &Peers, polling: &spindle::Runtime) {
     let name = "interrupt_latency";
     let mut g = latency_group(c, name, Duration::from_millis(1500));
+    let settle = SETTLE_PARKED;
     let cases: [(&str, Sampler); 6] = [
         (
             "spindle",
-            Box::new(|n| spindle_interrupt(&p.spindle, n, false)),
+            Box::new(|n| spindle_interrupt(&p.spindle, n, settle, false)),
         ),
         (
             "spindle (worker busy)",
-            Box::new(|n| spindle_interrupt(&p.spindle, n, true)),
+            Box::new(|n| spindle_interrupt(&p.spindle, n, settle, true)),
         ),
         (
             "spindle (polling)",
-            Box::new(|n| spindle_interrupt(polling, n, false)),
+            Box::new(|n| spindle_interrupt(polling, n, settle, false)),
         ),
-        ("tokio", Box::new(|n| tokio_interrupt(&p.tokio, n))),
-        ("may", Box::new(may_interrupt)),
-        ("std", Box::new(std_interrupt)),
+        ("tokio", Box::new(|n| tokio_interrupt(&p.tokio, n, settle))),
+        ("may", Box::new(|n| may_interrupt(n, settle))),
+        ("std", Box::new(|n| std_interrupt(n, settle))),
     ];
     for (peer, f) in cases {
         latency_case(&mut g, name, peer, f);
     }
     g.finish();
+}
+
+/// `interrupt_latency` with the wake coming soon after the sleeper's worker
+/// went idle. Also spindle with idle polling (`Builder::idle_poll`), whose
+/// worker, having seen such gaps before, is still looking for work when the
+/// wake comes: the difference from the default is what the polling buys,
+/// and the `cpu=` of the two what it costs.
+fn interrupt_latency_soon(c: &mut Criterion, p: &Peers) {
+    let name = "interrupt_latency_soon";
+    let idle_polling = spindle::Runtime::builder()
+        .workers(2)
+        .idle_poll(IDLE_POLL)
+        .build()
+        .expect("spindle runtime with idle polling");
+    let mut g = latency_group(c, name, Duration::from_millis(1500));
+    let settle = SETTLE_SOON;
+    let cases: [(&str, Sampler); 5] = [
+        (
+            "spindle",
+            Box::new(|n| spindle_interrupt(&p.spindle, n, settle, false)),
+        ),
+        (
+            "spindle (idle_poll 500µs)",
+            Box::new(|n| spindle_interrupt(&idle_polling, n, settle, false)),
+        ),
+        ("tokio", Box::new(|n| tokio_interrupt(&p.tokio, n, settle))),
+        ("may", Box::new(|n| may_interrupt(n, settle))),
+        ("std", Box::new(|n| std_interrupt(n, settle))),
+    ];
+    for (peer, f) in cases {
+        latency_case(&mut g, name, peer, f);
+    }
+    g.finish();
+    idle_polling.shutdown();
 }
 
 // ------------------------------------------- pingpong_butex, deadline_churn
@@ -949,6 +1014,7 @@ fn main() {
     sleep_lateness(&mut c, &peers, &polling);
     sleep_lateness_paired(&mut c, &peers, &polling);
     interrupt_latency(&mut c, &peers, &polling);
+    interrupt_latency_soon(&mut c, &peers);
     pingpong_butex(&mut c, &peers);
     deadline_churn(&mut c, &peers);
     many_sleepers(&mut c, &peers);

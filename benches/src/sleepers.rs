@@ -77,6 +77,21 @@ impl Latencies {
     }
 }
 
+/// The CPU time this process has used so far, user and system, over all
+/// its threads: how much CPU a benchmark burned, next to its wall time.
+pub fn process_cpu_time() -> Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the rusage it is pointed at, which is ours.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    assert_eq!(r, 0, "getrusage(RUSAGE_SELF) cannot fail");
+    // SAFETY: initialized above (and zeroed before, in any case).
+    let usage = unsafe { usage.assume_init() };
+    let time = |t: libc::timeval| {
+        Duration::new(t.tv_sec as u64, 0) + Duration::from_micros(t.tv_usec as u64)
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
 /// What [`Latencies::summary`] reports; all times in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Summary {
