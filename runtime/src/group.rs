@@ -27,7 +27,8 @@
 //! When nothing is local it steals: from the injector (spawns from plain
 //! threads), then from the other workers, starting at a random one and moving
 //! by a fixed stride coprime with the worker count. Then it spins briefly
-//! and finally parks on its lot (see `idle.rs` for the handshake).
+//! (longer with `Builder::idle_poll`, see `poll.rs`) and finally parks on
+//! its lot (see `idle.rs` for the handshake).
 //!
 //! # Switching
 //!
@@ -84,9 +85,9 @@ const WORKER_TIMER_SLACK_NS: u64 = 1_000;
 /// about a microsecond, the time its owner needs to switch to it.
 const LIFO_GRACE_ROUNDS: u32 = 8;
 
-/// How long an idle worker keeps looking for work before it parks, at
-/// least (`Builder::idle_poll` may make it longer): about the cost of the
-/// futex wake-up a park would need. Bounded by time, not by
+/// How long an idle worker keeps looking for work before it parks (each
+/// time it looks, and longer with `Builder::idle_poll`): about the cost of
+/// the futex wake-up a park would need. Bounded by time, not by
 /// a count of `pause` instructions, whose length varies tenfold between CPUs
 /// (64 rounds of them took 63-150 µs on this VM's AMD EPYC).
 const SPIN_TIME: Duration = Duration::from_micros(20);
@@ -367,16 +368,25 @@ impl TaskGroup {
         drop(crossbeam_epoch::pin());
         self.shared.idle.start_searching();
         let mut searching = true;
+        // In an idle stretch: since a search, until a task is found.
+        let mut idle = false;
         loop {
             if self.shared.stopping.load(Relaxed) {
                 break;
             }
             let task = match self.next_local() {
                 Some(t) => Some(t),
-                None => self.search(&mut searching),
+                None => {
+                    idle = true;
+                    self.search(&mut searching)
+                }
             };
             if let Some(t) = task {
-                self.poll.work_found();
+                if idle {
+                    idle = false;
+                    self.poll
+                        .work_found(|now| self.next_sleep.get().is_some_and(|s| s.deadline <= now));
+                }
                 if searching {
                     searching = false;
                     self.shared
@@ -533,7 +543,8 @@ impl TaskGroup {
     /// Looks for work (for as long as `poll` says), then parks, until work
     /// or the stop arrives.
     fn search(&self, searching: &mut bool) -> Option<TaskRef> {
-        let look_until = self.poll.look_until(Instant::now());
+        let start = Instant::now();
+        let look_until = self.poll.look_until(start);
         let mut round = 0u32;
         loop {
             let lifo = round >= LIFO_GRACE_ROUNDS;
@@ -549,13 +560,25 @@ impl TaskGroup {
                 let now = Instant::now();
                 self.end_due_sleep(now);
                 if let Some(t) = self.ready.pop_front() {
+                    // Our own sleeper, not work that came: the stretch
+                    // says nothing of how soon work comes.
+                    self.poll.forget_stretch();
                     return Some(t);
                 }
                 // Just before the deadline, poll the clock without pausing.
                 pause = now + SLEEP_POLL_WINDOW < s.deadline;
             }
-            if round % 8 == 0 && Instant::now() >= look_until {
-                break;
+            if round % 8 == 0 {
+                let now = Instant::now();
+                if now >= look_until {
+                    break;
+                }
+                // Looking on past the spin (`idle_poll`): give back the
+                // pool's surplus stacks meanwhile, as a worker about to park
+                // does below.
+                if now >= start + SPIN_TIME && self.release_surplus_stacks(now) {
+                    return None;
+                }
             }
             if pause {
                 for _ in 0..8 {
@@ -581,15 +604,9 @@ impl TaskGroup {
             }
             until = Some(s.deadline - ahead);
         }
-        // Nothing to run for a while: unmap a chunk of the pool's surplus
-        // stacks, if it has some (stack.rs), then look again. A chunk takes
-        // at most ~0.2 ms, during which this worker counts as searching (so
-        // new work may wait that long); not when a sleep of ours is due
-        // sooner than that could matter.
-        if self.shared.stacks.has_marked()
-            && until.is_none_or(|u| u >= Instant::now() + RELEASE_SLEEP_MARGIN)
-            && self.shared.stacks.release_some()
-        {
+        // Nothing to run for a while: give back surplus stacks, then look
+        // again.
+        if self.release_surplus_stacks(Instant::now()) {
             return None;
         }
         // Park (see idle.rs for the handshake).
@@ -606,6 +623,22 @@ impl TaskGroup {
             GroupStats::bump(&me.stats.parks);
         }
         found
+    }
+
+    /// When idle: unmaps a chunk of the pool's surplus stacks, if it has
+    /// some (stack.rs), and returns whether it did. A chunk takes at most
+    /// ~0.2 ms, during which this worker counts as searching (so new work
+    /// may wait that long); so not when a sleep of ours is due sooner than
+    /// that could matter (counting the `sleep_spin` ahead of it).
+    fn release_surplus_stacks(&self, now: Instant) -> bool {
+        let sleep_soon = || {
+            self.next_sleep.get().is_some_and(|s| {
+                now.checked_add(self.shared.config.sleep_spin)
+                    .and_then(|t| t.checked_add(RELEASE_SLEEP_MARGIN))
+                    .is_none_or(|t| t > s.deadline)
+            })
+        };
+        self.shared.stacks.has_marked() && !sleep_soon() && self.shared.stacks.release_some()
     }
 
     /// Runs `t` until it suspends, then acts on why it did.

@@ -1,7 +1,7 @@
 //! Adaptive idle polling: how long a worker with nothing to run keeps
 //! looking for work before it parks. Opt-in (`Builder::idle_poll`, whose
-//! bound is `max` here): by default `max` is `min`, the brief spin every
-//! idle worker does, and nothing adapts.
+//! bound is `max` here); by default `max` is `min`, the brief spin every
+//! idle worker does each time it looks, and nothing adapts.
 //!
 //! Waking a parked worker is a futex wake-up, and on a VM that means waking
 //! a halted vCPU through the host: 5-10 µs, and milliseconds now and then
@@ -9,7 +9,8 @@
 //! task woken from another thread, say the reply its RPC waited for) takes
 //! it in about a microsecond. Looking costs CPU, so each worker adapts how
 //! long it looks to how soon work has been coming, as KVM adapts its halt
-//! polling ([`next_window`]):
+//! polling ([`next_window`]). An *idle stretch* runs from the worker's first
+//! fruitless look to the next task it finds, parks included:
 //!
 //! - work that came while the worker looked leaves the window as it is;
 //! - work that came after the window but within `max` of going idle doubles
@@ -19,15 +20,23 @@
 //!   back to `min` at once lets a stream of short gaps with a long one now
 //!   and then keep its window.
 //!
-//! So a worker idle for long soon looks for only `min` per idle stretch
-//! before it parks (after five long stretches from `max`), and one serving
-//! a stream of requests with gaps under `max` looks through each gap, a
-//! core's worth of CPU for the latency of a poll. The
-//! window is per worker and touched only by its thread: two `Cell`s and a
-//! clock read per idle stretch, nothing on the path of a busy worker.
+//! A stretch that a sleep of the worker's own tasks ended is not counted
+//! (the worker ends such sleeps itself when idle, see `group.rs`, or finds
+//! them queued by the timer thread while one was due): when a sleep ends is
+//! known in advance, and `Builder::sleep_spin` governs that.
+//!
+//! So once traffic stops, a worker looks a little less after each long
+//! stretch, and is back to `min` after log2(max / min) of them; while
+//! requests come with gaps under `max`, it looks through each gap. The
+//! window is per worker and touched only by its thread: two `Cell`s, and a
+//! clock read when a stretch ends; nothing at all by default.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
+
+/// Bounds beyond this are taken as this: an hour of polling is forever
+/// enough, and keeps `Instant` arithmetic in range.
+const LONGEST: Duration = Duration::from_secs(3600);
 
 /// The next polling window, after an idle stretch of `idle` ended by work
 /// while the window was `window`. See the module docs.
@@ -52,39 +61,60 @@ pub(crate) struct PollWindow {
     min: Duration,
     max: Duration,
     window: Cell<Duration>,
-    /// When the current idle stretch began; `None` while there is work.
+    /// When the current idle stretch began; `None` while there is work,
+    /// and always when the window cannot adapt (`max == min`).
     idle_since: Cell<Option<Instant>>,
 }
 
 impl PollWindow {
     /// A window that starts at `min` and grows to at most `max` (taken as
-    /// `min` if shorter).
+    /// `min` if shorter, and as an hour if longer).
     pub(crate) fn new(min: Duration, max: Duration) -> Self {
         PollWindow {
             min,
-            max: max.max(min),
+            max: max.clamp(min, LONGEST.max(min)),
             window: Cell::new(min),
             idle_since: Cell::new(None),
         }
     }
 
-    /// The worker found nothing to run at `now`: until when it should keep
-    /// looking before it parks. The first call of an idle stretch starts it.
-    pub(crate) fn look_until(&self, now: Instant) -> Instant {
-        let since = self.idle_since.get().unwrap_or(now);
-        self.idle_since.set(Some(since));
-        since.checked_add(self.window.get()).unwrap_or(now)
+    fn adapts(&self) -> bool {
+        self.max > self.min
     }
 
-    /// The worker has work again: ends the idle stretch, if it was in one,
-    /// and adapts the window to its length.
-    #[inline]
-    pub(crate) fn work_found(&self) {
-        if let Some(since) = self.idle_since.take() {
-            let idle = since.elapsed();
-            self.window
-                .set(next_window(self.window.get(), idle, self.min, self.max));
+    /// The worker, at `now`, found nothing to run: until when it should
+    /// keep looking before it parks. The end of the window, counted from the
+    /// first look of the stretch, but at least `min` from now: each look
+    /// after a park that found nothing spins as every idle worker does.
+    pub(crate) fn look_until(&self, now: Instant) -> Instant {
+        let spin = now + self.min;
+        if !self.adapts() {
+            return spin;
         }
+        let since = self.idle_since.get().unwrap_or(now);
+        self.idle_since.set(Some(since));
+        (since + self.window.get()).max(spin)
+    }
+
+    /// The worker found work: ends the idle stretch, if it was in one, and
+    /// adapts the window to its length, unless `own_sleep_due(now)` says a
+    /// sleep of the worker's own tasks was due by then (the timer thread
+    /// may have ended it first, and the worker found it queued).
+    pub(crate) fn work_found(&self, own_sleep_due: impl FnOnce(Instant) -> bool) {
+        if let Some(since) = self.idle_since.take() {
+            let now = Instant::now();
+            if !own_sleep_due(now) {
+                let idle = now.saturating_duration_since(since);
+                self.window
+                    .set(next_window(self.window.get(), idle, self.min, self.max));
+            }
+        }
+    }
+
+    /// Ends the idle stretch without adapting: the worker's own sleeping
+    /// task ended it.
+    pub(crate) fn forget_stretch(&self) {
+        self.idle_since.set(None);
     }
 
     /// The current window.
@@ -131,32 +161,76 @@ mod tests {
     }
 
     #[test]
-    fn a_max_below_min_keeps_the_window_at_min() {
+    fn a_max_below_min_keeps_the_window_at_min_and_tracks_nothing() {
         let w = PollWindow::new(MIN, Duration::ZERO);
         let now = Instant::now();
         assert_eq!(w.look_until(now), now + MIN);
-        std::thread::sleep(Duration::from_millis(1));
-        w.work_found();
+        assert_eq!(w.idle_since.get(), None, "no clock read when it ends");
+        w.work_found(|_| false);
         assert_eq!(w.window(), MIN);
     }
 
     #[test]
     fn an_idle_stretch_is_timed_from_its_first_look() {
         let w = PollWindow::new(MIN, MAX);
+        w.window.set(us(100));
         let first = Instant::now();
-        assert_eq!(w.look_until(first), first + MIN);
-        // A later look of the same stretch (after a park) keeps its start.
-        assert_eq!(w.look_until(first + us(500)), first + MIN);
-        w.work_found();
+        assert_eq!(w.look_until(first), first + us(100));
+        // A later look of the same stretch keeps its start...
+        assert_eq!(w.look_until(first + us(30)), first + us(100));
+        // ...but always spins for `min`, as after a park that found nothing.
+        assert_eq!(w.look_until(first + us(500)), first + us(500) + MIN);
+        w.forget_stretch();
         // The stretch is over: the next starts afresh.
         let later = first + us(1000);
-        assert_eq!(w.look_until(later), later + w.window());
+        assert_eq!(w.look_until(later), later + us(100));
+    }
+
+    #[test]
+    fn a_stretch_the_worker_ended_itself_adapts_nothing() {
+        let w = PollWindow::new(MIN, Duration::from_secs(1));
+        w.look_until(Instant::now());
+        std::thread::sleep(Duration::from_millis(2));
+        w.forget_stretch();
+        w.work_found(|_| false);
+        assert_eq!(w.window(), MIN);
+    }
+
+    #[test]
+    fn a_stretch_ended_while_an_own_sleep_was_due_adapts_nothing() {
+        let w = PollWindow::new(MIN, Duration::from_secs(1));
+        let since = Instant::now();
+        w.look_until(since);
+        std::thread::sleep(Duration::from_millis(2));
+        w.work_found(|now| now >= since + Duration::from_millis(1));
+        assert_eq!(w.window(), MIN);
+    }
+
+    #[test]
+    fn a_stretch_ended_by_work_adapts_the_window() {
+        let w = PollWindow::new(MIN, Duration::from_secs(1));
+        w.look_until(Instant::now());
+        std::thread::sleep(Duration::from_millis(2));
+        w.work_found(|_| false);
+        assert_eq!(w.window(), MIN * 2);
     }
 
     #[test]
     fn work_found_outside_an_idle_stretch_changes_nothing() {
         let w = PollWindow::new(MIN, MAX);
-        w.work_found();
+        w.work_found(|_| false);
         assert_eq!(w.window(), MIN);
+    }
+
+    #[test]
+    fn endless_bounds_stay_in_the_clock_range() {
+        let w = PollWindow::new(MIN, Duration::MAX);
+        w.window.set(Duration::MAX.min(LONGEST));
+        let now = Instant::now();
+        assert_eq!(w.look_until(now), now + LONGEST);
+        assert_eq!(
+            next_window(LONGEST, Duration::MAX, MIN, LONGEST),
+            LONGEST / 2
+        );
     }
 }

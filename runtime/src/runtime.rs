@@ -128,7 +128,8 @@ impl Builder {
     /// microsecond precision at the cost of a core per such worker. Such a
     /// worker also needs no OS wake-up when one of its sleeping tasks is
     /// interrupted or woken from another thread (about 1 µs instead of
-    /// 7-10 µs on a VM). A worker with no sleeping task parks as usual.
+    /// 7-10 µs on a VM). A worker with no sleeping task parks as usual
+    /// (unless [`idle_poll`](Self::idle_poll) keeps it looking).
     /// `docs/benchmarks-sleep.md` measures both.
     pub fn sleep_spin(mut self, d: Duration) -> Self {
         self.sleep_spin = d;
@@ -138,22 +139,26 @@ impl Builder {
     /// How long a worker that has run out of work may keep looking for
     /// more before it parks, at most: adaptive idle polling, as KVM does
     /// for halted vCPUs. Default zero: only the brief spin (20 µs) every
-    /// idle worker does.
+    /// idle worker does each time it looks (any `max` up to that is the
+    /// same); a bound over an hour is an hour.
     ///
     /// Work that reaches a worker still looking (a task woken from another
     /// thread, such as the reply an RPC waits for, or a task spawned from
     /// one) runs within about a microsecond; a parked worker needs an OS
     /// wake-up, 5-10 µs on a VM and milliseconds now and then when the
     /// host is busy. Each worker adapts how long it looks to how soon its
-    /// work has been coming: longer while work keeps arriving within `max`
-    /// of its going idle, and less each time a gap outlasts `max`, down to
-    /// the brief spin. An idle runtime thus soon parks at once, but a
-    /// worker serving a stream of requests spaced under `max` keeps its
-    /// core busy through the gaps: it shows as fully busy, and under a CPU
-    /// quota it spends the quota. Set `max` a little above the gaps worth
-    /// catching (an RPC's round trip, say). Unlike
-    /// [`sleep_spin`](Self::sleep_spin), it does not need the worker to
-    /// have a sleeping task. `docs/benchmarks-sleep.md` measures both
+    /// work has been coming (not counting its own tasks' sleeps, which
+    /// [`sleep_spin`](Self::sleep_spin) covers): the window doubles while
+    /// work keeps arriving within `max` of its going idle, and halves, down
+    /// to the brief spin, each time a gap outlasts `max`.
+    ///
+    /// The cost is CPU, per worker: a worker serving requests spaced under
+    /// `max` keeps its core busy through the gaps (it shows as fully busy,
+    /// and under a CPU quota it spends the quota), looking at the other
+    /// workers' queues as it goes and taking their new tasks. Once traffic
+    /// stops, it still looks through a few more gaps, each half as long as
+    /// the one before. Set `max` a little above the gaps worth catching (an
+    /// RPC's round trip, say). `docs/benchmarks-sleep.md` measures both
     /// sides.
     pub fn idle_poll(mut self, max: Duration) -> Self {
         self.idle_poll = max;

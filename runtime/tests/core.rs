@@ -952,51 +952,52 @@ fn a_flood_of_spawns_from_a_thread_does_not_starve_woken_tasks() {
     sleeper.join().unwrap();
 }
 
+/// The parks of a one-worker runtime built with `idle_poll(max)` while a
+/// plain thread wakes a task of it `gaps.len()` times, pausing for each gap
+/// first, counted from wake-up `from` on.
+fn parks_while_waking(max: Duration, gaps: &[Duration], from: usize) -> u64 {
+    let rt = Runtime::builder()
+        .workers(1)
+        .idle_poll(max)
+        .build()
+        .unwrap();
+    let rounds = gaps.len() as u32;
+    let bell = Arc::new(spindle::Butex::new(0));
+    let listener = {
+        let bell = bell.clone();
+        rt.spawn(move || {
+            for seen in 0..rounds {
+                while bell.value().load(Ordering::Acquire) == seen {
+                    let _ = bell.wait(seen, None);
+                }
+            }
+        })
+    };
+    let mut parks_before = 0;
+    for (i, gap) in gaps.iter().enumerate() {
+        std::thread::sleep(*gap);
+        if i == from {
+            parks_before = rt.stats().parks;
+        }
+        bell.value().store(i as u32 + 1, Ordering::Release);
+        bell.wake_one();
+    }
+    listener.join().unwrap();
+    let parks = rt.stats().parks - parks_before;
+    rt.shutdown();
+    parks
+}
+
 /// `Builder::idle_poll`: a worker whose work keeps coming soon after it
 /// went idle learns to look for it instead of parking. A task woken from a
 /// plain thread every millisecond has its worker park for nearly every
 /// wake-up by default, and hardly ever with a bound far above that gap.
 #[test]
 fn idle_polling_replaces_parks_when_work_keeps_coming_soon() {
-    const WARM_UP: u32 = 20;
-    const ROUNDS: u32 = 100;
-    /// The worker's parks over the wake-ups after the warm-up.
-    fn parks_while_waking(rt: Runtime) -> u64 {
-        let bell = Arc::new(spindle::Butex::new(0));
-        let listener = {
-            let bell = bell.clone();
-            rt.spawn(move || {
-                for seen in 0..ROUNDS {
-                    while bell.value().load(Ordering::Acquire) == seen {
-                        let _ = bell.wait(seen, None);
-                    }
-                }
-            })
-        };
-        let mut parks_after_warm_up = 0;
-        for round in 1..=ROUNDS {
-            std::thread::sleep(Duration::from_millis(1));
-            if round == WARM_UP {
-                parks_after_warm_up = rt.stats().parks;
-            }
-            bell.value().store(round, Ordering::Release);
-            bell.wake_one();
-        }
-        listener.join().unwrap();
-        let parks = rt.stats().parks - parks_after_warm_up;
-        rt.shutdown();
-        parks
-    }
-    let build = |idle_poll| {
-        Runtime::builder()
-            .workers(1)
-            .idle_poll(idle_poll)
-            .build()
-            .unwrap()
-    };
-    let measured = u64::from(ROUNDS - WARM_UP);
-    let parking = parks_while_waking(build(Duration::ZERO));
-    let polling = parks_while_waking(build(Duration::from_millis(100)));
+    let gaps = [Duration::from_millis(1); 100];
+    let measured: u64 = 80;
+    let parking = parks_while_waking(Duration::ZERO, &gaps, 100 - measured as usize);
+    let polling = parks_while_waking(Duration::from_millis(100), &gaps, 100 - measured as usize);
     assert!(
         parking >= measured / 2,
         "{parking} parks for {measured} wake-ups without idle polling"
@@ -1004,5 +1005,43 @@ fn idle_polling_replaces_parks_when_work_keeps_coming_soon() {
     assert!(
         polling < measured / 2,
         "{polling} parks for {measured} wake-ups with idle polling"
+    );
+}
+
+/// The bound holds: gaps longer than it are waited out parked, however
+/// short the gaps before them were.
+#[test]
+fn idle_polling_parks_through_gaps_longer_than_its_bound() {
+    let mut gaps = vec![Duration::from_millis(1); 20];
+    gaps.extend([Duration::from_millis(20); 20]);
+    let parks = parks_while_waking(Duration::from_millis(5), &gaps, 20);
+    assert!(parks >= 20, "{parks} parks in 20 gaps of 20 ms, bound 5 ms");
+}
+
+/// A worker's own sleeping task is not work that came soon: a task that
+/// sleeps 2 ms over and over leaves a worker with a far longer bound
+/// parking through each sleep (the window stays put), instead of learning
+/// to poll through them all.
+#[test]
+fn idle_polling_does_not_learn_from_the_workers_own_sleeps() {
+    let rt = Runtime::builder()
+        .workers(1)
+        .idle_poll(Duration::from_millis(100))
+        // Awake well ahead of each sleep's end, so that the worker ends it
+        // (the timer thread ends it only if the worker wakes 1 ms late).
+        .sleep_spin(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let sleeps = 50;
+    let sleeper = rt.spawn(move || {
+        for _ in 0..sleeps {
+            spindle::sleep(Duration::from_millis(2)).unwrap();
+        }
+    });
+    sleeper.join().unwrap();
+    let parks = rt.stats().parks;
+    assert!(
+        parks >= sleeps / 2,
+        "{parks} parks through {sleeps} sleeps of 2 ms"
     );
 }
