@@ -591,16 +591,19 @@ struct Cast {
 }
 
 impl Cast {
-    fn start(rt: &Runtime, w: &Arc<World>) -> Cast {
-        // Each actor's number seeds its generator.
+    /// Starts the cast, its tasks spread over `rts` in turn.
+    fn start(rts: &[&Runtime], w: &Arc<World>) -> Cast {
+        // Each actor's number seeds its generator (and picks its runtime).
         let mut actor = 0;
         let mut next_actor = || {
             actor += 1;
             actor
         };
+        let runtime_of = |actor: u64| rts[actor as usize % rts.len()];
         let mut task = |f: fn(&World, &mut Rng)| {
-            let (w, live, mut rng) = (w.clone(), Live::new(w), w.rng(next_actor()));
-            rt.spawn(move || {
+            let actor = next_actor();
+            let (w, live, mut rng) = (w.clone(), Live::new(w), w.rng(actor));
+            runtime_of(actor).spawn(move || {
                 let _live = live;
                 f(&w, &mut rng)
             })
@@ -635,8 +638,9 @@ impl Cast {
         }
         let families = (0..FAMILIES)
             .map(|_| {
-                let (w, live, mut rng) = (w.clone(), Live::new(w), w.rng(next_actor()));
-                rt.spawn(move || {
+                let actor = next_actor();
+                let (w, live, mut rng) = (w.clone(), Live::new(w), w.rng(actor));
+                runtime_of(actor).spawn(move || {
                     let _live = live;
                     (0..STEPS / 10).map(|_| family(&w, &mut rng)).sum()
                 })
@@ -770,7 +774,7 @@ fn scene(name: &'static str, cut_short: bool, play: impl FnOnce(&Arc<World>)) {
 fn everything_at_once_keeps_every_invariant() {
     scene("chaos to the end", false, |w| {
         let rt = common::rt(2);
-        let cast = Cast::start(&rt, w);
+        let cast = Cast::start(&[&rt], w);
         std::thread::sleep(Duration::from_millis(20));
         rt.set_workers(3).expect("grow to 3");
         std::thread::sleep(Duration::from_millis(20));
@@ -849,7 +853,7 @@ fn a_shutdown_in_the_middle_of_everything_loses_nothing() {
             .stack_size(128 * 1024)
             .build()
             .expect("build the runtime");
-        let cast = Cast::start(&rt, w);
+        let cast = Cast::start(&[&rt], w);
         std::thread::sleep(after);
         rt.shutdown();
 
@@ -886,5 +890,123 @@ fn a_shutdown_in_the_middle_of_everything_loses_nothing() {
         for h in cast.thread_consumers.into_iter().chain(cast.other_threads) {
             h.join().expect("no actor thread panics");
         }
+    });
+}
+
+/// Handles of one runtime's tasks, handed to joiners on another.
+type Relay = (Mutex<VecDeque<Option<JoinHandle<u64>>>>, Condvar);
+
+/// Joins the handles `relay` hands it until it gets `None`: each is a task
+/// of the other runtime, which returns 7 unless that runtime has shut down
+/// under it. Returns how many it joined.
+fn relay_joiner(relay: &Relay) -> u64 {
+    let (queue, more) = relay;
+    let mut joined = 0;
+    loop {
+        let q = queue.lock().expect("outside any scope");
+        let mut q = more
+            .wait_while(q, |q| q.is_empty())
+            .expect("outside any scope");
+        let Some(handle) = q.pop_front().expect("not empty") else {
+            return joined;
+        };
+        drop(q);
+        match handle.join() {
+            Ok(v) => assert_eq!(v, 7),
+            Err(JoinError::Cancelled) => {}
+            Err(e) => panic!("a task of the other runtime: {e}"),
+        }
+        joined += 1;
+    }
+}
+
+/// Two runtimes share the cast, and tasks of the second join tasks of the
+/// first; the first shuts down at a random moment under it all, and the
+/// second plays on: its joiners see `Cancelled` or a value, its actors go
+/// on with the primitives the cancelled tasks shared, and everything is
+/// dropped in the end.
+#[test]
+fn one_of_two_runtimes_shuts_down_under_the_other() {
+    scene("chaos across runtimes", true, |w| {
+        let max = if cfg!(debug_assertions) {
+            100_000
+        } else {
+            40_000
+        };
+        let after = w.rng(0).micros_up_to(max);
+        eprintln!("chaos across runtimes: the first stops after {after:?}");
+        let first = common::rt(2);
+        let second = Runtime::builder()
+            .workers(2)
+            .idle_poll(Duration::from_micros(300))
+            .build()
+            .expect("build the second runtime");
+        let cast = Cast::start(&[&first, &second], w);
+        let relay: Arc<Relay> = Arc::default();
+        const JOINERS: usize = 4;
+        let joiners: Vec<_> = (0..JOINERS)
+            .map(|_| {
+                let (relay, live) = (relay.clone(), Live::new(w));
+                second.spawn(move || {
+                    let _live = live;
+                    relay_joiner(&relay)
+                })
+            })
+            .collect();
+        // Feed the joiners tasks of the first runtime until it stops.
+        let mut rng = w.rng(1);
+        let (mut fed, start) = (0u64, Instant::now());
+        while start.elapsed() < after {
+            let (live, pause) = (Live::new(w), rng.micros_up_to(200));
+            let task = first.spawn(move || {
+                let _live = live;
+                spindle::sleep(pause).expect("nobody interrupts these");
+                7
+            });
+            relay
+                .0
+                .lock()
+                .expect("outside any scope")
+                .push_back(Some(task));
+            relay.1.notify_one();
+            fed += 1;
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        first.shutdown();
+        {
+            let mut q = relay.0.lock().expect("outside any scope");
+            q.extend((0..JOINERS).map(|_| None));
+        }
+        relay.1.notify_all();
+        let joined: u64 = joiners
+            .into_iter()
+            .map(|h| h.join().expect("a joiner returns"))
+            .sum();
+        assert_eq!(joined, fed, "every handle was joined");
+
+        // The rest of the cast: the first runtime's tasks were cancelled,
+        // the second's play on; stop the targets and send the consumers away.
+        cast.enough.store(true, Ordering::Release);
+        cast.driver.join().expect("the driver does not panic");
+        send_away(w, TASK_CONSUMERS + THREAD_CONSUMERS);
+        let ended = |r: Result<(), JoinError>| match r {
+            Ok(()) | Err(JoinError::Cancelled) => {}
+            Err(e) => panic!("a task of the cast: {e}"),
+        };
+        for h in cast
+            .targets
+            .into_iter()
+            .chain(cast.task_consumers)
+            .chain(cast.other_tasks)
+        {
+            ended(h.join());
+        }
+        for h in cast.families {
+            ended(h.join().map(drop));
+        }
+        for h in cast.thread_consumers.into_iter().chain(cast.other_threads) {
+            h.join().expect("no actor thread panics");
+        }
+        second.shutdown();
     });
 }
