@@ -102,6 +102,15 @@ fn latency_case(g: &mut BenchmarkGroup<'_, WallTime>, group: &str, peer: &str, m
     }
 }
 
+/// Runs `cases` as one group of latency benchmarks, 1.5 s each.
+fn latency_cases(c: &mut Criterion, name: &str, cases: Vec<(&str, Sampler)>) {
+    let mut g = latency_group(c, name, Duration::from_millis(1500));
+    for (peer, f) in cases {
+        latency_case(&mut g, name, peer, f);
+    }
+    g.finish();
+}
+
 // ------------------------------------------------------------ sleep_lateness
 
 fn spindle_lateness(rt: &spindle::Runtime, d: Duration, n: u64) -> Vec<i64> {
@@ -212,8 +221,7 @@ fn latency_group<'a>(
 fn sleep_lateness(c: &mut Criterion, p: &Peers, polling: &spindle::Runtime) {
     for (label, d) in SLEEPS {
         let name = format!("sleep_lateness/{label}");
-        let mut g = latency_group(c, &name, Duration::from_millis(1500));
-        let cases: [(&str, Sampler); 6] = [
+        let cases: Vec<(&str, Sampler)> = vec![
             ("spindle", Box::new(|n| spindle_lateness(&p.spindle, d, n))),
             (
                 "spindle (polling)",
@@ -224,10 +232,7 @@ fn sleep_lateness(c: &mut Criterion, p: &Peers, polling: &spindle::Runtime) {
             ("std", Box::new(move |n| std_lateness(d, n))),
             ("spin (floor)", Box::new(move |n| spin_lateness(d, n))),
         ];
-        for (peer, f) in cases {
-            latency_case(&mut g, &name, peer, f);
-        }
-        g.finish();
+        latency_cases(c, &name, cases);
     }
 }
 
@@ -530,10 +535,8 @@ fn std_interrupt(n: u64, settle: Duration) -> Vec<i64> {
 }
 
 fn interrupt_latency(c: &mut Criterion, p: &Peers, polling: &spindle::Runtime) {
-    let name = "interrupt_latency";
-    let mut g = latency_group(c, name, Duration::from_millis(1500));
     let settle = SETTLE_PARKED;
-    let cases: [(&str, Sampler); 6] = [
+    let cases: Vec<(&str, Sampler)> = vec![
         (
             "spindle",
             Box::new(|n| spindle_interrupt(&p.spindle, n, settle, false)),
@@ -550,10 +553,7 @@ fn interrupt_latency(c: &mut Criterion, p: &Peers, polling: &spindle::Runtime) {
         ("may", Box::new(|n| may_interrupt(n, settle))),
         ("std", Box::new(|n| std_interrupt(n, settle))),
     ];
-    for (peer, f) in cases {
-        latency_case(&mut g, name, peer, f);
-    }
-    g.finish();
+    latency_cases(c, "interrupt_latency", cases);
 }
 
 /// `interrupt_latency` with the wake coming soon after the sleeper's worker
@@ -562,15 +562,13 @@ fn interrupt_latency(c: &mut Criterion, p: &Peers, polling: &spindle::Runtime) {
 /// wake comes: the difference from the default is what the polling buys,
 /// and the `cpu=` of the two what it costs.
 fn interrupt_latency_soon(c: &mut Criterion, p: &Peers) {
-    let name = "interrupt_latency_soon";
     let idle_polling = spindle::Runtime::builder()
         .workers(2)
         .idle_poll(IDLE_POLL)
         .build()
         .expect("spindle runtime with idle polling");
-    let mut g = latency_group(c, name, Duration::from_millis(1500));
     let settle = SETTLE_SOON;
-    let cases: [(&str, Sampler); 5] = [
+    let cases: Vec<(&str, Sampler)> = vec![
         (
             "spindle",
             Box::new(|n| spindle_interrupt(&p.spindle, n, settle, false)),
@@ -583,10 +581,7 @@ fn interrupt_latency_soon(c: &mut Criterion, p: &Peers) {
         ("may", Box::new(|n| may_interrupt(n, settle))),
         ("std", Box::new(|n| std_interrupt(n, settle))),
     ];
-    for (peer, f) in cases {
-        latency_case(&mut g, name, peer, f);
-    }
-    g.finish();
+    latency_cases(c, "interrupt_latency_soon", cases);
     idle_polling.shutdown();
 }
 

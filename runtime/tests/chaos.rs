@@ -401,6 +401,11 @@ fn listen(w: &World, rng: &mut Rng, who: Listener) -> bool {
     false
 }
 
+/// A listener nobody interrupts.
+fn untouchable_listener(w: &World, rng: &mut Rng) {
+    listen(w, rng, Listener::Untouchable);
+}
+
 /// Rings the bells: moves a bell's value and wakes one or all.
 fn ringer(w: &World, rng: &mut Rng) {
     for _ in 0..STEPS {
@@ -614,9 +619,7 @@ impl Cast {
         let mut other_tasks = Vec::new();
         for i in 0..TASK_ACTORS {
             other_tasks.push(task(teller));
-            other_tasks.push(task(|w, r| {
-                listen(w, r, Listener::Untouchable);
-            }));
+            other_tasks.push(task(untouchable_listener));
             if i % 2 == 0 {
                 other_tasks.push(task(producer));
                 other_tasks.push(task(ringer));
@@ -630,9 +633,7 @@ impl Cast {
         let mut other_threads = Vec::new();
         for _ in 0..THREAD_ACTORS {
             other_threads.push(thread(teller));
-            other_threads.push(thread(|w, r| {
-                listen(w, r, Listener::Untouchable);
-            }));
+            other_threads.push(thread(untouchable_listener));
             other_threads.push(thread(producer));
             other_threads.push(thread(ringer));
         }
@@ -828,6 +829,16 @@ fn everything_at_once_keeps_every_invariant() {
     });
 }
 
+/// When to cut a scene short: a random moment in its first 40 ms (100 ms
+/// in a debug build), while the cast is at full play.
+fn random_moment(w: &World) -> Duration {
+    w.rng(0).micros_up_to(if cfg!(debug_assertions) {
+        100_000
+    } else {
+        40_000
+    })
+}
+
 /// The runtime shuts down at a random moment under the whole cast: the
 /// shutdown returns, every task is dropped (run to its end, unwound, or
 /// never run), every join returns, and the plain threads that share the
@@ -835,12 +846,7 @@ fn everything_at_once_keeps_every_invariant() {
 #[test]
 fn a_shutdown_in_the_middle_of_everything_loses_nothing() {
     scene("chaos cut short", true, |w| {
-        let max = if cfg!(debug_assertions) {
-            100_000
-        } else {
-            40_000
-        };
-        let after = w.rng(0).micros_up_to(max);
+        let after = random_moment(w);
         eprintln!("chaos cut short: after {after:?}");
         // Not the defaults, to cover other paths: workers that poll rather
         // than park while their tasks sleep, and for a while when idle, a
@@ -928,12 +934,7 @@ fn relay_joiner(relay: &Relay) -> u64 {
 #[test]
 fn one_of_two_runtimes_shuts_down_under_the_other() {
     scene("chaos across runtimes", true, |w| {
-        let max = if cfg!(debug_assertions) {
-            100_000
-        } else {
-            40_000
-        };
-        let after = w.rng(0).micros_up_to(max);
+        let after = random_moment(w);
         eprintln!("chaos across runtimes: the first stops after {after:?}");
         let first = common::rt(2);
         let second = Runtime::builder()
