@@ -576,6 +576,7 @@ impl Drop for Leave<'_> {
             // this guard is part of it.
             unsafe { pass_on_unseen_wake(node) };
         }
+        t.woken_by_timer.store(false, Ordering::Relaxed);
         t.end_wait();
     }
 }
@@ -799,6 +800,10 @@ fn on_timeout(node: *const WaitNode) {
     // (a wake-up syscall later would be spun through).
     n.timer_done.store(true, Ordering::Release);
     if let Some(w) = wake {
+        if let Wake::Task(t) = w {
+            // Published by the queue push that follows.
+            t.woken_by_timer.store(true, Ordering::Relaxed);
+        }
         w.deliver();
     }
 }

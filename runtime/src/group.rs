@@ -384,8 +384,7 @@ impl TaskGroup {
             if let Some(t) = task {
                 if idle {
                     idle = false;
-                    self.poll
-                        .work_found(|now| self.next_sleep.get().is_some_and(|s| s.deadline <= now));
+                    self.poll.work_found(t.woken_by_timer.load(Relaxed));
                 }
                 if searching {
                     searching = false;
@@ -560,9 +559,6 @@ impl TaskGroup {
                 let now = Instant::now();
                 self.end_due_sleep(now);
                 if let Some(t) = self.ready.pop_front() {
-                    // Our own sleeper, not work that came: the stretch
-                    // says nothing of how soon work comes.
-                    self.poll.forget_stretch();
                     return Some(t);
                 }
                 // Just before the deadline, poll the clock without pausing.

@@ -282,6 +282,10 @@ pub(crate) struct TaskMeta {
     next: AtomicPtr<TaskMeta>,
     /// The worker the task is pinned to once it has run (`NO_HOME` before).
     home: AtomicUsize,
+    /// Whether the task's current wait was ended by its own timer (set
+    /// before the task is queued, cleared when it leaves the wait): its
+    /// worker's idle polling does not learn from such wake-ups (`poll.rs`).
+    pub(crate) woken_by_timer: AtomicBool,
     /// The runtime the task belongs to.
     pub(crate) shared: UnsafeCell<*const Shared>,
     /// What `sleep` waits on: nobody wakes it but the timer and interrupts.
@@ -370,6 +374,7 @@ impl TaskMeta {
             sleep: Butex::new(0),
             wait_node: UnsafeCell::new(MaybeUninit::uninit()),
             stopped: AtomicBool::new(false),
+            woken_by_timer: AtomicBool::new(false),
             lock: Mutex::new(InterruptState {
                 pending: false,
                 waiting: ptr::null(),

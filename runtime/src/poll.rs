@@ -10,7 +10,7 @@
 //! it in about a microsecond. Looking costs CPU, so each worker adapts how
 //! long it looks to how soon work has been coming, as KVM adapts its halt
 //! polling ([`next_window`]). An *idle stretch* runs from the worker's first
-//! fruitless look to the next task it finds, parks included:
+//! fruitless look to the next work that comes, parks included:
 //!
 //! - work that came while the worker looked leaves the window as it is;
 //! - work that came after the window but within `max` of going idle doubles
@@ -20,16 +20,20 @@
 //!   back to `min` at once lets a stream of short gaps with a long one now
 //!   and then keep its window.
 //!
-//! A stretch that a sleep of the worker's own tasks ended is not counted
-//! (the worker ends such sleeps itself when idle, see `group.rs`, or finds
-//! them queued by the timer thread while one was due): when a sleep ends is
-//! known in advance, and `Builder::sleep_spin` governs that.
+//! A task whose wait its own timer ended (a sleep, a timed-out wait) is
+//! not work that came: when a timer fires is known in advance (and the
+//! worker polls for its own tasks' sleeps anyway, `Builder::sleep_spin`).
+//! Running it does not end the stretch, which goes on, timed from the last
+//! work that came: so a worker whose only activity is a periodic sleeper
+//! looks for one window after the last real work, then only spins and
+//! parks around the sleeps.
 //!
-//! So once traffic stops, a worker looks a little less after each long
-//! stretch, and is back to `min` after log2(max / min) of them; while
-//! requests come with gaps under `max`, it looks through each gap. The
-//! window is per worker and touched only by its thread: two `Cell`s, and a
-//! clock read when a stretch ends; nothing at all by default.
+//! The window changes only when work ends a stretch. Once traffic stops,
+//! the worker looks for one window and parks; it looks that long again in
+//! the next stretch, and the window halves only when work comes after
+//! more than `max`. The window is per worker and touched only by its
+//! thread: two `Cell`s, and a clock read when a stretch ends; nothing at
+//! all by default.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -96,25 +100,19 @@ impl PollWindow {
         (since + self.window.get()).max(spin)
     }
 
-    /// The worker found work: ends the idle stretch, if it was in one, and
-    /// adapts the window to its length, unless `own_sleep_due(now)` says a
-    /// sleep of the worker's own tasks was due by then (the timer thread
-    /// may have ended it first, and the worker found it queued).
-    pub(crate) fn work_found(&self, own_sleep_due: impl FnOnce(Instant) -> bool) {
-        if let Some(since) = self.idle_since.take() {
-            let now = Instant::now();
-            if !own_sleep_due(now) {
-                let idle = now.saturating_duration_since(since);
-                self.window
-                    .set(next_window(self.window.get(), idle, self.min, self.max));
-            }
+    /// The worker found a task to run, ending the idle stretch if it was
+    /// in one: adapts the window to the stretch's length. Unless the task
+    /// was `woken_by_timer`: then the stretch goes on, timed from the last
+    /// work that came, through the runs of such tasks.
+    pub(crate) fn work_found(&self, woken_by_timer: bool) {
+        if woken_by_timer {
+            return;
         }
-    }
-
-    /// Ends the idle stretch without adapting: the worker's own sleeping
-    /// task ended it.
-    pub(crate) fn forget_stretch(&self) {
-        self.idle_since.set(None);
+        if let Some(since) = self.idle_since.take() {
+            let idle = since.elapsed();
+            self.window
+                .set(next_window(self.window.get(), idle, self.min, self.max));
+        }
     }
 
     /// The current window.
@@ -166,7 +164,7 @@ mod tests {
         let now = Instant::now();
         assert_eq!(w.look_until(now), now + MIN);
         assert_eq!(w.idle_since.get(), None, "no clock read when it ends");
-        w.work_found(|_| false);
+        w.work_found(false);
         assert_eq!(w.window(), MIN);
     }
 
@@ -180,30 +178,27 @@ mod tests {
         assert_eq!(w.look_until(first + us(30)), first + us(100));
         // ...but always spins for `min`, as after a park that found nothing.
         assert_eq!(w.look_until(first + us(500)), first + us(500) + MIN);
-        w.forget_stretch();
+        w.work_found(false);
         // The stretch is over: the next starts afresh.
-        let later = first + us(1000);
-        assert_eq!(w.look_until(later), later + us(100));
+        let later = Instant::now() + us(1000);
+        assert_eq!(w.look_until(later), later + w.window());
     }
 
     #[test]
-    fn a_stretch_the_worker_ended_itself_adapts_nothing() {
+    fn a_task_woken_by_its_timer_neither_adapts_nor_ends_the_stretch() {
         let w = PollWindow::new(MIN, Duration::from_secs(1));
-        w.look_until(Instant::now());
+        w.window.set(us(100));
+        let first = Instant::now();
+        w.look_until(first);
         std::thread::sleep(Duration::from_millis(2));
-        w.forget_stretch();
-        w.work_found(|_| false);
-        assert_eq!(w.window(), MIN);
-    }
-
-    #[test]
-    fn a_stretch_ended_while_an_own_sleep_was_due_adapts_nothing() {
-        let w = PollWindow::new(MIN, Duration::from_secs(1));
-        let since = Instant::now();
-        w.look_until(since);
-        std::thread::sleep(Duration::from_millis(2));
-        w.work_found(|now| now >= since + Duration::from_millis(1));
-        assert_eq!(w.window(), MIN);
+        w.work_found(true);
+        assert_eq!(w.window(), us(100));
+        // The next look is of the same stretch: its window has passed.
+        let now = Instant::now();
+        assert_eq!(w.look_until(now), now + MIN);
+        // Work that comes now ends it, timed from its first look.
+        w.work_found(false);
+        assert_eq!(w.window(), us(200));
     }
 
     #[test]
@@ -211,14 +206,14 @@ mod tests {
         let w = PollWindow::new(MIN, Duration::from_secs(1));
         w.look_until(Instant::now());
         std::thread::sleep(Duration::from_millis(2));
-        w.work_found(|_| false);
+        w.work_found(false);
         assert_eq!(w.window(), MIN * 2);
     }
 
     #[test]
     fn work_found_outside_an_idle_stretch_changes_nothing() {
         let w = PollWindow::new(MIN, MAX);
-        w.work_found(|_| false);
+        w.work_found(false);
         assert_eq!(w.window(), MIN);
     }
 

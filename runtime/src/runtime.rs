@@ -147,19 +147,23 @@ impl Builder {
     /// one) runs within about a microsecond; a parked worker needs an OS
     /// wake-up, 5-10 µs on a VM and milliseconds now and then when the
     /// host is busy. Each worker adapts how long it looks to how soon its
-    /// work has been coming (not counting its own tasks' sleeps, which
-    /// [`sleep_spin`](Self::sleep_spin) covers): the window doubles while
-    /// work keeps arriving within `max` of its going idle, and halves, down
-    /// to the brief spin, each time a gap outlasts `max`.
+    /// work has been coming: the window doubles while work keeps arriving
+    /// within `max` of its going idle, and halves, down to the brief spin,
+    /// each time work comes after more than `max`. Tasks woken by their own
+    /// timers (sleeps, timed-out waits) are not work that came: their
+    /// times are known ahead, and [`sleep_spin`](Self::sleep_spin) covers
+    /// sleeps.
     ///
     /// The cost is CPU, per worker: a worker serving requests spaced under
     /// `max` keeps its core busy through the gaps (it shows as fully busy,
     /// and under a CPU quota it spends the quota), looking at the other
     /// workers' queues as it goes and taking their new tasks. Once traffic
-    /// stops, it still looks through a few more gaps, each half as long as
-    /// the one before. Set `max` a little above the gaps worth catching (an
-    /// RPC's round trip, say). `docs/benchmarks-sleep.md` measures both
-    /// sides.
+    /// stops, each worker looks for one more window after its last work,
+    /// then parks. While it looks it also gives back surplus stacks, as a
+    /// worker about to park does, which may hold up work that comes
+    /// meanwhile by up to ~0.2 ms. Set `max` a little above the gaps worth
+    /// catching (an RPC's round trip, say). `docs/benchmarks-sleep.md`
+    /// measures both sides.
     pub fn idle_poll(mut self, max: Duration) -> Self {
         self.idle_poll = max;
         self

@@ -1015,33 +1015,49 @@ fn idle_polling_parks_through_gaps_longer_than_its_bound() {
     let mut gaps = vec![Duration::from_millis(1); 20];
     gaps.extend([Duration::from_millis(20); 20]);
     let parks = parks_while_waking(Duration::from_millis(5), &gaps, 20);
-    assert!(parks >= 20, "{parks} parks in 20 gaps of 20 ms, bound 5 ms");
+    // One per long gap; a few may be missed if the worker loses its CPU
+    // for most of a gap while it looks.
+    assert!(parks >= 15, "{parks} parks in 20 gaps of 20 ms, bound 5 ms");
 }
 
-/// A worker's own sleeping task is not work that came soon: a task that
-/// sleeps 2 ms over and over leaves a worker with a far longer bound
-/// parking through each sleep (the window stays put), instead of learning
-/// to poll through them all.
+/// A task woken by its own timer is not work that came: tasks that sleep
+/// 2 ms over and over, their sleeps ended by their worker or by the timer
+/// thread, leave a worker with a far longer bound parking through the
+/// sleeps, instead of learning to poll through them all.
 #[test]
-fn idle_polling_does_not_learn_from_the_workers_own_sleeps() {
-    let rt = Runtime::builder()
-        .workers(1)
-        .idle_poll(Duration::from_millis(100))
-        // Awake well ahead of each sleep's end, so that the worker ends it
-        // (the timer thread ends it only if the worker wakes 1 ms late).
-        .sleep_spin(Duration::from_millis(1))
-        .build()
-        .unwrap();
-    let sleeps = 50;
-    let sleeper = rt.spawn(move || {
-        for _ in 0..sleeps {
-            spindle::sleep(Duration::from_millis(2)).unwrap();
+fn idle_polling_does_not_learn_from_timers() {
+    // `sleep_spin`: the worker wakes ahead of each sleep's end and ends it
+    // itself, or (zero) parks until the end, which the timer thread and
+    // the worker's own timed wake-up race to.
+    for sleep_spin in [Duration::from_micros(500), Duration::ZERO] {
+        let rt = Runtime::builder()
+            .workers(1)
+            .idle_poll(Duration::from_millis(100))
+            .sleep_spin(sleep_spin)
+            .build()
+            .unwrap();
+        // Two sleepers, a millisecond apart: only one of them is the
+        // worker's next sleep at a time.
+        let sleepers: Vec<_> = (0..2)
+            .map(|i| {
+                rt.spawn(move || {
+                    spindle::sleep(Duration::from_millis(i)).unwrap();
+                    for _ in 0..25 {
+                        spindle::sleep(Duration::from_millis(2)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for s in sleepers {
+            s.join().unwrap();
         }
-    });
-    sleeper.join().unwrap();
-    let parks = rt.stats().parks;
-    assert!(
-        parks >= sleeps / 2,
-        "{parks} parks through {sleeps} sleeps of 2 ms"
-    );
+        // At least one park for each pair of sleeps, even if the two
+        // drift into step; without this rule, 5 in all.
+        let parks = rt.stats().parks;
+        assert!(
+            parks >= 20,
+            "{parks} parks through 50 sleeps of 2 ms (sleep_spin {sleep_spin:?})"
+        );
+        rt.shutdown();
+    }
 }
