@@ -368,7 +368,8 @@ impl TaskGroup {
         drop(crossbeam_epoch::pin());
         self.shared.idle.start_searching();
         let mut searching = true;
-        // In an idle stretch: since a search, until a task is found.
+        // Since a search began, until a task is found: that task is
+        // reported to `poll`.
         let mut idle = false;
         loop {
             if self.shared.stopping.load(Relaxed) {

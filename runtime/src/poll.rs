@@ -12,7 +12,8 @@
 //! polling ([`next_window`]). An *idle stretch* runs from the worker's first
 //! fruitless look to the next work that comes, parks included:
 //!
-//! - work that came while the worker looked leaves the window as it is;
+//! - work that came within the window (counted from the stretch's first
+//!   look) leaves it as it is;
 //! - work that came after the window but within `max` of going idle doubles
 //!   it (up to `max`): the next gap is likely as short;
 //! - work that came later than `max` halves it (down to `min`): looking
@@ -23,8 +24,9 @@
 //! A task whose wait its own timer ended (a sleep, a timed-out wait) is
 //! not work that came: when a timer fires is known in advance (and the
 //! worker polls for its own tasks' sleeps anyway, `Builder::sleep_spin`).
-//! Running it does not end the stretch, which goes on, timed from the last
-//! work that came: so a worker whose only activity is a periodic sleeper
+//! Running it does not end the stretch, which goes on, timed from its first
+//! fruitless look after the last work that came: so a worker whose only
+//! activity is a periodic sleeper
 //! looks for one window after the last real work, then only spins and
 //! parks around the sleeps.
 //!
@@ -32,8 +34,8 @@
 //! the worker looks for one window and parks; it looks that long again in
 //! the next stretch, and the window halves only when work comes after
 //! more than `max`. The window is per worker and touched only by its
-//! thread: two `Cell`s, and a clock read when a stretch ends; nothing at
-//! all by default.
+//! thread: two `Cell`s, and a clock read when a stretch ends; by default
+//! no clock read and no state change.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -102,8 +104,8 @@ impl PollWindow {
 
     /// The worker found a task to run, ending the idle stretch if it was
     /// in one: adapts the window to the stretch's length. Unless the task
-    /// was `woken_by_timer`: then the stretch goes on, timed from the last
-    /// work that came, through the runs of such tasks.
+    /// was `woken_by_timer`: then the stretch goes on, timed from its first
+    /// look, through the runs of such tasks.
     pub(crate) fn work_found(&self, woken_by_timer: bool) {
         if woken_by_timer {
             return;

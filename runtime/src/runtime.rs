@@ -147,9 +147,10 @@ impl Builder {
     /// one) runs within about a microsecond; a parked worker needs an OS
     /// wake-up, 5-10 µs on a VM and milliseconds now and then when the
     /// host is busy. Each worker adapts how long it looks to how soon its
-    /// work has been coming: the window doubles while work keeps arriving
-    /// within `max` of its going idle, and halves, down to the brief spin,
-    /// each time work comes after more than `max`. Tasks woken by their own
+    /// work has been coming: the window stays put while work comes within
+    /// it, doubles (up to `max`) each time work comes after it ends but
+    /// within `max` of the worker going idle, and halves, down to the brief
+    /// spin, each time work comes after more than `max`. Tasks woken by their own
     /// timers (sleeps, timed-out waits) are not work that came: their
     /// times are known ahead, and [`sleep_spin`](Self::sleep_spin) covers
     /// sleeps.
