@@ -46,12 +46,7 @@ const LONGEST: Duration = Duration::from_secs(3600);
 
 /// The next polling window, after an idle stretch of `idle` ended by work
 /// while the window was `window`. See the module docs.
-pub(crate) fn next_window(
-    window: Duration,
-    idle: Duration,
-    min: Duration,
-    max: Duration,
-) -> Duration {
+fn next_window(window: Duration, idle: Duration, min: Duration, max: Duration) -> Duration {
     if idle <= window {
         window
     } else if idle <= max {
@@ -116,12 +111,6 @@ impl PollWindow {
                 .set(next_window(self.window.get(), idle, self.min, self.max));
         }
     }
-
-    /// The current window.
-    #[cfg(all(test, not(loom)))]
-    fn window(&self) -> Duration {
-        self.window.get()
-    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -167,7 +156,7 @@ mod tests {
         assert_eq!(w.look_until(now), now + MIN);
         assert_eq!(w.idle_since.get(), None, "no clock read when it ends");
         w.work_found(false);
-        assert_eq!(w.window(), MIN);
+        assert_eq!(w.window.get(), MIN);
     }
 
     #[test]
@@ -183,7 +172,7 @@ mod tests {
         w.work_found(false);
         // The stretch is over: the next starts afresh.
         let later = Instant::now() + us(1000);
-        assert_eq!(w.look_until(later), later + w.window());
+        assert_eq!(w.look_until(later), later + w.window.get());
     }
 
     #[test]
@@ -194,13 +183,13 @@ mod tests {
         w.look_until(first);
         std::thread::sleep(Duration::from_millis(2));
         w.work_found(true);
-        assert_eq!(w.window(), us(100));
+        assert_eq!(w.window.get(), us(100));
         // The next look is of the same stretch: its window has passed.
         let now = Instant::now();
         assert_eq!(w.look_until(now), now + MIN);
         // Work that comes now ends it, timed from its first look.
         w.work_found(false);
-        assert_eq!(w.window(), us(200));
+        assert_eq!(w.window.get(), us(200));
     }
 
     #[test]
@@ -209,14 +198,14 @@ mod tests {
         w.look_until(Instant::now());
         std::thread::sleep(Duration::from_millis(2));
         w.work_found(false);
-        assert_eq!(w.window(), MIN * 2);
+        assert_eq!(w.window.get(), MIN * 2);
     }
 
     #[test]
     fn work_found_outside_an_idle_stretch_changes_nothing() {
         let w = PollWindow::new(MIN, MAX);
         w.work_found(false);
-        assert_eq!(w.window(), MIN);
+        assert_eq!(w.window.get(), MIN);
     }
 
     #[test]

@@ -150,10 +150,10 @@ impl Builder {
     /// work has been coming: the window stays put while work comes within
     /// it, doubles (up to `max`) each time work comes after it ends but
     /// within `max` of the worker going idle, and halves, down to the brief
-    /// spin, each time work comes after more than `max`. Tasks woken by their own
-    /// timers (sleeps, timed-out waits) are not work that came: their
-    /// times are known ahead, and [`sleep_spin`](Self::sleep_spin) covers
-    /// sleeps.
+    /// spin, each time work comes after more than `max`. Tasks woken by
+    /// their own timers (sleeps, timed-out waits) are not work that came:
+    /// their times are known ahead, and [`sleep_spin`](Self::sleep_spin)
+    /// covers sleeps.
     ///
     /// The cost is CPU, per worker: a worker serving requests spaced under
     /// `max` keeps its core busy through the gaps (it shows as fully busy,

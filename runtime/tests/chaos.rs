@@ -762,11 +762,7 @@ fn scene(name: &'static str, cut_short: bool, play: impl FnOnce(&Arc<World>)) {
     play(&w);
     assert_eq!(w.live.load(Ordering::Acquire), 0, "every task was dropped");
     check_books(&w);
-    // A timer whose callback was running when it was cancelled (the
-    // runtime's watchdog at shutdown) is counted out when it returns.
-    common::wait_for("the global timer to have nothing pending", || {
-        spindle_timer::TimerThread::global().stats().pending == 0
-    });
+    common::wait_for_no_pending_timer();
     eprintln!("{name}: {:?}", w.tally);
 }
 

@@ -46,12 +46,8 @@ fn a_million_interrupted_sleeps_leave_nothing_behind() {
     let tasks = rt.stats();
     assert_eq!(tasks.spawned, tasks.finished, "no task left behind");
     // The runtime's own stall watchdog is a periodic timer: stop it first.
-    // If its callback was running when the stop cancelled it, it is counted
-    // out when it returns.
     rt.shutdown();
-    common::wait_for("the global timer to have nothing pending", || {
-        spindle_timer::TimerThread::global().stats().pending == 0
-    });
+    common::wait_for_no_pending_timer();
     let stats = spindle_timer::TimerThread::global().stats();
     // The slot table grows with the peak of live timers (at most one per
     // task here, and the slots threads cache), not with the million armed.

@@ -65,9 +65,9 @@
 //! # Callbacks
 //!
 //! Callbacks run on the timer thread, one at a time: a slow callback delays
-//! every other timer. Keep them short (the spindle runtime's move a task to a
-//! run queue, or take a quick sample of its workers). They may schedule, reschedule and cancel
-//! timers, and cancel their own (a periodic timer's callback ends it that
+//! every other timer. Keep them short (the spindle runtime's callbacks move
+//! a task to a run queue, or take a quick sample of its workers). They may
+//! schedule, reschedule and cancel timers, and cancel their own (a periodic timer's callback ends it that
 //! way); rescheduling their own fails with `NotPending`, since it is
 //! running. A panicking callback is caught, reported with
 //! `tracing` at error level and counted in [`TimerStats::panics`]; the

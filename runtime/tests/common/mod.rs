@@ -17,6 +17,15 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until the global timer has nothing pending. A timer whose callback
+/// was running when it was cancelled (a runtime's watchdog, at its
+/// shutdown) is counted out only when the callback returns.
+pub fn wait_for_no_pending_timer() {
+    wait_for("the global timer to have nothing pending", || {
+        spindle_timer::TimerThread::global().stats().pending == 0
+    });
+}
+
 /// A runtime of `workers` workers with the defaults otherwise.
 pub fn rt(workers: usize) -> spindle::Runtime {
     spindle::Runtime::builder()
