@@ -21,6 +21,11 @@
 //!   spindle also with the sleeper's worker kept busy by a yielding task,
 //!   and with the polling runtime, so that no thread has to be woken. The
 //!   wake comes long after the sleeper's worker went idle: it has parked.
+//!   The `(task waker)` cases wake it from a task of the same runtime
+//!   instead, the shape of Go's benchmark (a goroutine wakes a goroutine):
+//!   tokio, like Go, runs the woken task on the waker's worker, while a
+//!   started spindle task stays on its own, which must be woken.
+//!   `benches/peers/interrupt_latency.go` measures Go both ways.
 //! - `interrupt_latency_soon`: the same, with the wake 100-250 µs after the
 //!   sleep began (an RPC's reply); also spindle with adaptive idle polling
 //!   (`Builder::idle_poll`), whose worker is then still looking for work.
@@ -54,9 +59,9 @@ use spindle_benches::sleepers::{
     self, lateness, process_cpu_time, release_free_heap, rss_bytes, signed_nanos, total, Latencies,
 };
 use spindle_benches::workload::{full_batches, Placement};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
@@ -452,6 +457,80 @@ fn spindle_interrupt(
     out
 }
 
+/// A spindle task sleeping 10 s, `n` times over, each time woken by
+/// `interrupt` from another *task* of the same runtime, one on the other
+/// worker: the shape of Go's `interrupt_latency`, where a goroutine wakes a
+/// goroutine (and Go runs the woken one on the waker's own P; spindle's
+/// sleeper stays on its worker, `docs/safety.md`, which must be woken). The
+/// waker waits for the sleeper's stamps on a `Butex`, so its worker goes
+/// idle through spindle's own path, as a goroutine blocked on a channel
+/// leaves its P idle.
+fn spindle_interrupt_from_task(rt: &spindle::Runtime, n: u64, settle: Duration) -> Vec<i64> {
+    /// The sleeper's instants for the waker, in ns since `base`.
+    struct Stamps {
+        base: Instant,
+        /// The number of stamps posted so far (two per round).
+        posted: spindle::Butex,
+        last: AtomicI64,
+    }
+    impl Stamps {
+        fn now(&self) -> i64 {
+            signed_nanos(Instant::now(), self.base)
+        }
+        fn post(&self) {
+            self.last.store(self.now(), Ordering::SeqCst);
+            self.posted.value().fetch_add(1, Ordering::SeqCst);
+            self.posted.wake_one();
+        }
+        /// Waits for stamp number `k` (from 1) and returns it.
+        fn take(&self, k: u32) -> i64 {
+            loop {
+                let posted = self.posted.value().load(Ordering::SeqCst);
+                if posted >= k {
+                    return self.last.load(Ordering::SeqCst);
+                }
+                // WouldBlock when a stamp came meanwhile: look again.
+                let _ = self.posted.wait(posted, None);
+            }
+        }
+    }
+    let stamps = Arc::new(Stamps {
+        base: Instant::now(),
+        posted: spindle::Butex::new(0),
+        last: AtomicI64::new(0),
+    });
+    let sleeper_thread = Arc::new(OnceLock::new());
+    rt.block_on(|| {
+        let (st, thread) = (stamps.clone(), sleeper_thread.clone());
+        let sleeper = spindle::spawn(move || {
+            thread.get_or_init(|| std::thread::current().id());
+            for _ in 0..n {
+                st.post();
+                let r = spindle::sleep(LONG_SLEEP);
+                assert_eq!(r, Err(spindle::SleepError::Interrupted), "lost interrupt");
+                st.post();
+            }
+        });
+        // The waker does not suspend before the sleeper has started, so the
+        // sleeper starts on the other worker, where it then stays.
+        while sleeper_thread.get().is_none() {
+            std::hint::spin_loop();
+        }
+        assert_ne!(sleeper_thread.get(), Some(&std::thread::current().id()));
+        let out = (0..n as u32)
+            .map(|round| {
+                stamps.take(2 * round + 1);
+                spindle::sleep(settle).expect("nothing interrupts the waker");
+                let start = stamps.now();
+                spindle::interrupt(sleeper.id()).expect("the sleeper is alive");
+                stamps.take(2 * round + 2) - start
+            })
+            .collect();
+        sleeper.join().expect("spindle sleeper failed");
+        out
+    })
+}
+
 /// Clears its flag when dropped.
 struct StopOnDrop(Arc<std::sync::atomic::AtomicBool>);
 
@@ -480,6 +559,44 @@ fn tokio_interrupt(rt: &tokio::runtime::Runtime, n: u64, settle: Duration) -> Ve
     let out = drive_wakes(n, settle, &rx, || notify.notify_one());
     rt.block_on(h).expect("tokio sleeper failed");
     out
+}
+
+/// `tokio_interrupt` with a tokio task as the waker, as in
+/// `spindle_interrupt_from_task`. tokio runs a task woken from a worker on
+/// that worker (its LIFO slot), as Go does.
+fn tokio_interrupt_from_task(rt: &tokio::runtime::Runtime, n: u64, settle: Duration) -> Vec<i64> {
+    rt.block_on(async move {
+        tokio::spawn(async move {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let notify = Arc::new(tokio::sync::Notify::new());
+            let sleeper = {
+                let notify = notify.clone();
+                tokio::spawn(async move {
+                    for _ in 0..n {
+                        tx.send(Instant::now()).expect("waker alive");
+                        let woke = tokio::select! {
+                            _ = tokio::time::sleep(LONG_SLEEP) => panic!("lost notification"),
+                            _ = notify.notified() => Instant::now(),
+                        };
+                        tx.send(woke).expect("waker alive");
+                    }
+                })
+            };
+            let gone = "the sleeper is gone (it panicked: see above)";
+            let mut out = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                rx.recv().await.expect(gone);
+                tokio::time::sleep(settle).await;
+                let start = Instant::now();
+                notify.notify_one();
+                out.push(signed_nanos(rx.recv().await.expect(gone), start));
+            }
+            sleeper.await.expect("tokio sleeper failed");
+            out
+        })
+        .await
+        .expect("tokio waker failed")
+    })
 }
 
 fn may_interrupt(n: u64, settle: Duration) -> Vec<i64> {
@@ -549,7 +666,15 @@ fn interrupt_latency(c: &mut Criterion, p: &Peers, polling: &spindle::Runtime) {
             "spindle (polling)",
             Box::new(|n| spindle_interrupt(polling, n, settle, false)),
         ),
+        (
+            "spindle (task waker)",
+            Box::new(|n| spindle_interrupt_from_task(&p.spindle, n, settle)),
+        ),
         ("tokio", Box::new(|n| tokio_interrupt(&p.tokio, n, settle))),
+        (
+            "tokio (task waker)",
+            Box::new(|n| tokio_interrupt_from_task(&p.tokio, n, settle)),
+        ),
         ("may", Box::new(|n| may_interrupt(n, settle))),
         ("std", Box::new(|n| std_interrupt(n, settle))),
     ];
