@@ -35,6 +35,8 @@
 //! - `deadline_churn`: the same turn-taking, per hand-off, with and without a
 //!   100 ms deadline on every wait (each blocked wait arms a timer and
 //!   cancels it); tokio's analog is `timeout(100 ms, notify.notified())`.
+//! - `sleep_burst`: 100 000 tasks asleep until one instant; per task, the
+//!   time from it to the last of them running (a timeout storm).
 //! - `many_sleepers`: 100 000 tasks each sleeping 1 s; wall time from the
 //!   first spawn to the last join, and resident memory per task (VmRSS
 //!   growth once all have started, per task still asleep and per task).
@@ -1125,6 +1127,110 @@ fn many_sleepers(c: &mut Criterion, p: &Peers) {
     g.finish();
 }
 
+// --------------------------------------------------------------- sleep_burst
+
+/// Tasks asleep until one shared deadline in `sleep_burst`.
+const BURST: u64 = 100_000;
+/// How far ahead of the first spawn that deadline is: time enough for every
+/// task to have started and gone to sleep (once spindle's stacks are mapped:
+/// see `sleep_burst`).
+const BURST_LEAD: Duration = Duration::from_millis(300);
+/// The lead of the unmeasured first run, which maps spindle's stacks.
+const BURST_WARM_UP_LEAD: Duration = Duration::from_secs(3);
+
+/// Checks that every task of a burst was asleep before the deadline (else
+/// the run measured spawns, not a burst of wake-ups), and returns the time
+/// from the deadline to the last task running.
+fn burst_drain(due: Instant, asleep_at: Instant, last: Instant) -> Duration {
+    assert!(
+        asleep_at < due,
+        "the burst's tasks were not all asleep by its deadline"
+    );
+    last.saturating_duration_since(due)
+}
+
+/// One `sleep_burst` run on spindle: `BURST` tasks sleep until one
+/// deadline; returns the time from it to the last of them running.
+fn spindle_burst(rt: &spindle::Runtime, lead: Duration) -> Duration {
+    rt.block_on(|| {
+        STARTED.store(0, Ordering::SeqCst);
+        let due = Instant::now() + lead;
+        let hs: Vec<_> = (0..BURST)
+            .map(|_| {
+                spindle::spawn(move || {
+                    STARTED.fetch_add(1, Ordering::Relaxed);
+                    spindle::sleep_until(due).expect("nothing interrupts the sleepers");
+                    Instant::now()
+                })
+            })
+            .collect();
+        while STARTED.load(Ordering::Relaxed) < BURST {
+            spindle::sleep(Duration::from_millis(1)).expect("nothing interrupts the spawner");
+        }
+        let asleep_at = Instant::now();
+        let last = hs
+            .into_iter()
+            .map(|h| h.join().expect("sleeper failed"))
+            .max();
+        burst_drain(due, asleep_at, last.expect("a burst has tasks"))
+    })
+}
+
+/// One `sleep_burst` run on tokio.
+fn tokio_burst(rt: &tokio::runtime::Runtime, lead: Duration) -> Duration {
+    rt.block_on(async {
+        tokio::spawn(async move {
+            STARTED.store(0, Ordering::SeqCst);
+            let due = Instant::now() + lead;
+            let hs: Vec<_> = (0..BURST)
+                .map(|_| {
+                    tokio::spawn(async move {
+                        STARTED.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep_until(due.into()).await;
+                        Instant::now()
+                    })
+                })
+                .collect();
+            while STARTED.load(Ordering::Relaxed) < BURST {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let asleep_at = Instant::now();
+            let mut last = None;
+            for h in hs {
+                last = last.max(Some(h.await.expect("sleeper failed")));
+            }
+            burst_drain(due, asleep_at, last.expect("a burst has tasks"))
+        })
+        .await
+        .expect("tokio spawner failed")
+    })
+}
+
+/// `sleep_burst`: 100 000 tasks asleep until the same instant (a timeout
+/// storm: every call to a backend that died, timing out together). Per
+/// task, the time from the deadline to the last of them running: how fast a
+/// runtime drains a burst of timer wake-ups. tokio's timer wheel fires at
+/// millisecond ticks, which adds up to 1 ms to its time (10 ns per task).
+fn sleep_burst(c: &mut Criterion, p: &Peers) {
+    let mut g = c.benchmark_group("sleep_burst");
+    // One run is one batch of ~0.4 s: ten samples of one run each.
+    g.sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(Duration::from_secs(4));
+    // Unmeasured first runs: spindle maps its tasks' stacks in its first
+    // (then reuses them, as a server would), and tokio allocates its tasks.
+    spindle_burst(&p.spindle, BURST_WARM_UP_LEAD);
+    tokio_burst(&p.tokio, BURST_WARM_UP_LEAD);
+    g.bench_function("spindle", |b| {
+        b.iter_custom(|iters| full_batches(iters, BURST, |_| spindle_burst(&p.spindle, BURST_LEAD)))
+    });
+    g.bench_function("tokio", |b| {
+        b.iter_custom(|iters| full_batches(iters, BURST, |_| tokio_burst(&p.tokio, BURST_LEAD)))
+    });
+    g.finish();
+}
+
 // ---------------------------------------------------------------------- main
 
 fn main() {
@@ -1137,6 +1243,7 @@ fn main() {
     interrupt_latency_soon(&mut c, &peers);
     pingpong_butex(&mut c, &peers);
     deadline_churn(&mut c, &peers);
+    sleep_burst(&mut c, &peers);
     many_sleepers(&mut c, &peers);
     c.final_summary();
     // Shutting the runtimes down is part of the run: a hang here is a bug.
