@@ -307,6 +307,10 @@ pub(crate) struct TaskMeta {
     /// The stack reserved for that first run.
     pub(crate) reserved: UnsafeCell<Option<TaskStack>>,
     pub(crate) yielder: UnsafeCell<*const TaskYielder>,
+    /// About where the task's stack pointer was when it last switched out
+    /// (0 before): the frames it resumes through lie around it
+    /// ([`prefetch_frames`](Self::prefetch_frames)).
+    pub(crate) switched_out_at: UnsafeCell<usize>,
     pub(crate) stack_size: UnsafeCell<usize>,
     /// The guard page below the task's stack, `[lo, hi)`, for overflow reports.
     pub(crate) guard: UnsafeCell<(usize, usize)>,
@@ -350,6 +354,14 @@ unsafe impl Send for TaskMeta {}
 
 pub(crate) const NO_HOME: usize = usize::MAX;
 
+/// What [`TaskMeta::prefetch_frames`] loads below the point the task
+/// switched out at (the registers the switch saved, the switch's frames)
+/// and above it (the frames of the wait and its callers). Measured: a task
+/// asleep in `sleep` is 0.6 KiB below its body's frame; 1.5 KiB above was
+/// no better than this.
+const FRAMES_BELOW: usize = 256;
+const FRAMES_ABOVE: usize = 768;
+
 impl TaskMeta {
     fn new(slot: u32) -> Self {
         TaskMeta {
@@ -365,6 +377,7 @@ impl TaskMeta {
             body: UnsafeCell::new(PendingBody::EMPTY),
             reserved: UnsafeCell::new(None),
             yielder: UnsafeCell::new(ptr::null()),
+            switched_out_at: UnsafeCell::new(0),
             stack_size: UnsafeCell::new(0),
             guard: UnsafeCell::new((0, 0)),
             name: UnsafeCell::new(None),
@@ -385,6 +398,27 @@ impl TaskMeta {
             queued: AtomicBool::new(false),
             #[cfg(debug_assertions)]
             in_wait: AtomicBool::new(false),
+        }
+    }
+
+    /// Starts loading the stack frames the task resumes through: the
+    /// registers its switch saved and the frames of the calls it returns
+    /// from (for a sleep: the switch, the wait, the sleep and their caller).
+    /// Those of a task that waited long are cold, and they are most of the
+    /// cache misses of its resumption; its worker asks for them while it
+    /// runs the task queued before (a hint: it reads nothing).
+    ///
+    /// Called by the worker that holds the task in its ready queue.
+    #[inline]
+    pub(crate) fn prefetch_frames(&self) {
+        // SAFETY: written by the task in `group::suspend` on this worker's
+        // thread, before it was queued here; it does not run meanwhile.
+        let at = unsafe { *self.switched_out_at.get() };
+        if at != 0 {
+            spindle_timer::prefetch(
+                (at as *const u8).wrapping_sub(FRAMES_BELOW),
+                FRAMES_BELOW + FRAMES_ABOVE,
+            );
         }
     }
 

@@ -116,6 +116,13 @@ impl LocalQueue {
         self.len.set(self.len.get() + 1);
     }
 
+    /// The task `pop_front` would take, left in place.
+    pub(crate) fn front(&self) -> Option<TaskRef> {
+        let head = self.head.get();
+        // SAFETY: `head` is a live task in this queue.
+        (!head.is_null()).then(|| unsafe { TaskRef::from_ptr(head) })
+    }
+
     pub(crate) fn pop_front(&self) -> Option<TaskRef> {
         let head = self.head.get();
         if head.is_null() {

@@ -87,6 +87,7 @@ mod stats;
 mod sync;
 mod thread;
 
+pub use prefetch::prefetch;
 pub use slot::TimerId;
 pub use stats::TimerStats;
 pub use thread::{TimerError, TimerOptions, TimerThread, Unschedule, MAX_BUCKETS};

@@ -1,11 +1,12 @@
 //! A cache prefetch hint: the timer thread reads heap levels and slots in
 //! deadline order, all over memory, and with many timers each read was a
-//! cache miss; it asks for the next ones early.
+//! cache miss; it asks for the next ones early. Public, for the runtime's
+//! workers, which prefetch the stack of the task they run next.
 
 /// Starts loading the cache lines of `bytes` bytes from `at` (at least one
 /// line). A hint: it reads nothing and cannot fault, wherever `at` points.
 #[inline]
-pub(crate) fn prefetch<T>(at: *const T, bytes: usize) {
+pub fn prefetch<T>(at: *const T, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     for offset in (0..bytes.max(1)).step_by(64) {
         // SAFETY: a prefetch reads nothing and cannot fault, whatever the
