@@ -555,7 +555,12 @@ impl Drop for Leave<'_> {
         // SAFETY: written by our worker in `block` before we could resume
         // (or be cancelled); we run on that worker's thread.
         if let Some(id) = unsafe { *node.timer.get() } {
-            if timer().unschedule(id) == Unschedule::Running {
+            // Timed out: the callback itself ended the wait, so the timer
+            // is spent (and its slot the timer thread's to free). Only its
+            // last touch of the node may be pending: skip the cancel, whose
+            // read of the timer's slot would be a cache miss per sleep.
+            let fired = node.outcome.load(Ordering::Relaxed) == TIMED_OUT;
+            if fired || timer().unschedule(id) == Unschedule::Running {
                 // The callback holds a pointer to `node`: let it finish. It
                 // is a few instructions from done, unless the timer thread
                 // was preempted there: then give it the CPU (on a machine
@@ -904,9 +909,11 @@ mod tests {
                 o => break o,
             }
         };
-        // Unschedule: Removed (ARMED -> CANCELLED), Running (wait for the
-        // callback to let go of the node), or nothing armed.
-        if cancel_timer(m) == Err(RUNNING) {
+        // As `Leave`: timed out, the callback is done with the timer and
+        // only its last touch of the node may be pending; else unschedule:
+        // Removed (ARMED -> CANCELLED), Running (wait for the callback to
+        // let go of the node), or nothing armed.
+        if outcome == TIMED_OUT || cancel_timer(m) == Err(RUNNING) {
             while !m.node.timer_done.load(Ordering::Acquire) {
                 thread::yield_now();
             }
