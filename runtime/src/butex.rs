@@ -33,9 +33,10 @@
 //!    ([`end_sleep_early`]);
 //! 4. the winner of the race queues the task on its home worker;
 //! 5. the task resumes, clears its interrupt record and its worker's note,
-//!    and cancels the timer. If the callback is running, it waits for it to
-//!    finish touching the node. So a timer never outlives its wait: a
-//!    cancelled timer can never end a later, unrelated wait with a false
+//!    and cancels the timer, unless the timer itself ended the wait (it is
+//!    spent). If the callback is running, it waits for it to finish
+//!    touching the node. So a timer never outlives its wait: a cancelled
+//!    timer can never end a later, unrelated wait with a false
 //!    `TimedOut`. (Step 5 is a drop guard: it also runs when a woken task is
 //!    cancelled at shutdown before it resumed.)
 //!
@@ -555,12 +556,17 @@ impl Drop for Leave<'_> {
         // SAFETY: written by our worker in `block` before we could resume
         // (or be cancelled); we run on that worker's thread.
         if let Some(id) = unsafe { *node.timer.get() } {
-            // Timed out: the callback itself ended the wait, so the timer
-            // is spent (and its slot the timer thread's to free). Only its
-            // last touch of the node may be pending: skip the cancel, whose
-            // read of the timer's slot would be a cache miss per sleep.
-            let fired = node.outcome.load(Ordering::Relaxed) == TIMED_OUT;
-            if fired || timer().unschedule(id) == Unschedule::Running {
+            // Timed out: the callback ended the wait (`on_timeout`, run by
+            // the timer thread or by our worker after its own cancel won),
+            // so the timer cannot fire again and its slot is freed by
+            // whoever ran it. Skip the cancel, whose read of the timer's
+            // slot is a cache miss per sleep in a burst; the callback sets
+            // `timer_done` before it queues us, so the loop below only
+            // checks it. (Relaxed: our resumption came after the queue
+            // push that follows the claim. A stale value would only take
+            // the cancel path, which is safe too.)
+            let timed_out = node.outcome.load(Ordering::Relaxed) == TIMED_OUT;
+            if timed_out || timer().unschedule(id) == Unschedule::Running {
                 // The callback holds a pointer to `node`: let it finish. It
                 // is a few instructions from done, unless the timer thread
                 // was preempted there: then give it the CPU (on a machine
@@ -846,7 +852,8 @@ pub(crate) fn interrupt_locked(st: &mut InterruptState) -> Option<TaskRef> {
 /// lock). The timer is modelled by the version CAS of spindle-timer: the
 /// timer thread moves ARMED to RUNNING before calling back; the waiter's
 /// cancel moves ARMED to CANCELLED, and on seeing RUNNING waits for
-/// `timer_done`, as `wait_task` does.
+/// `timer_done`; a waiter its timer ended skips the cancel and only waits
+/// for `timer_done` (`tests::leave`, as `Leave` does).
 #[cfg(all(test, loom))]
 mod tests {
     use super::*;
@@ -909,16 +916,26 @@ mod tests {
                 o => break o,
             }
         };
-        // As `Leave`: timed out, the callback is done with the timer and
-        // only its last touch of the node may be pending; else unschedule:
-        // Removed (ARMED -> CANCELLED), Running (wait for the callback to
-        // let go of the node), or nothing armed.
-        if outcome == TIMED_OUT || cancel_timer(m) == Err(RUNNING) {
+        leave(m, outcome);
+        outcome
+    }
+
+    /// The timer half of `Leave`, for a wait that ended with `outcome`:
+    /// timed out, the timer is spent (never to fire again: the skipped
+    /// cancel could not have found it armed) and only the callback's
+    /// `timer_done` is awaited; else unschedule: Removed (ARMED ->
+    /// CANCELLED), Running (wait for the callback to let go of the node),
+    /// or nothing armed.
+    fn leave(m: &Model, outcome: u32) {
+        let timed_out = outcome == TIMED_OUT;
+        if timed_out {
+            assert_ne!(m.timer.load(Ordering::Acquire), ARMED, "a spent timer");
+        }
+        if timed_out || cancel_timer(m) == Err(RUNNING) {
             while !m.node.timer_done.load(Ordering::Acquire) {
                 thread::yield_now();
             }
         }
-        outcome
     }
 
     /// The timer's cancel (`unschedule`): `Ok` if it was still armed.
@@ -1164,11 +1181,7 @@ mod tests {
                             o => break o,
                         }
                     };
-                    if cancel_timer(&first) == Err(RUNNING) {
-                        while !first.node.timer_done.load(Ordering::Acquire) {
-                            thread::yield_now();
-                        }
-                    }
+                    leave(&first, outcome);
                     // The task unwinds: its guard passes an unseen wake-up on.
                     // SAFETY (of the model): as above.
                     unsafe { pass_on_unseen_wake(&first.node) };

@@ -97,7 +97,7 @@ const SPIN_TIME: Duration = Duration::from_micros(20);
 /// tasks yielding to each other would pay for the prefetch on every switch);
 /// a long one is a burst of tasks woken together, each after a wait long
 /// enough for its frames to leave the cache, and there the prefetch made
-/// draining 100 000 timed-out sleeps about a fifth faster.
+/// draining 100 000 timed-out sleeps about a fifth faster (`sleep_burst`).
 const PREFETCH_QUEUE_LEN: usize = 16;
 /// An idle worker releases surplus stacks only if its next sleep is due no
 /// sooner than this (a chunk of munmaps would make it late).
@@ -920,7 +920,8 @@ pub(crate) fn suspend(t: TaskRef, reason: Suspend) {
         &**t.yielder.get()
     };
     let here = 0u8;
-    // SAFETY: the running task owns its meta's cells (we run on its stack).
+    // SAFETY: `switched_out_at` is touched on the task's home worker's
+    // thread only: here, by the task, and by the worker that queues it.
     unsafe { *t.switched_out_at.get() = ptr::addr_of!(here) as usize };
     y.suspend(reason);
 }

@@ -308,8 +308,8 @@ pub(crate) struct TaskMeta {
     pub(crate) reserved: UnsafeCell<Option<TaskStack>>,
     pub(crate) yielder: UnsafeCell<*const TaskYielder>,
     /// About where the task's stack pointer was when it last switched out
-    /// (0 before): the frames it resumes through lie around it
-    /// ([`prefetch_frames`](Self::prefetch_frames)).
+    /// (0 before its first switch): the frames it resumes through lie
+    /// around it ([`prefetch_frames`](Self::prefetch_frames)).
     pub(crate) switched_out_at: UnsafeCell<usize>,
     pub(crate) stack_size: UnsafeCell<usize>,
     /// The guard page below the task's stack, `[lo, hi)`, for overflow reports.
@@ -717,6 +717,7 @@ impl TaskTable {
             // The next task of this slot sets its own when it first runs;
             // none before (a stale one would point into a freed stack).
             *t.yielder.get() = ptr::null();
+            *t.switched_out_at.get() = 0;
             debug_assert!((*t.coro.get()).is_none());
             #[cfg(debug_assertions)]
             debug_assert!(!t.in_wait.load(Ordering::Relaxed), "released inside a wait");

@@ -4,7 +4,13 @@
 //! workers, which prefetch the stack of the task they run next.
 
 /// Starts loading the cache lines of `bytes` bytes from `at` (at least one
-/// line). A hint: it reads nothing and cannot fault, wherever `at` points.
+/// line). A hint: it reads nothing and cannot fault, wherever `at` points;
+/// it does nothing off x86_64. One instruction per 64 bytes: for a few
+/// lines, not a large region.
+///
+/// Not part of the timer's API: shared with the spindle runtime, and may
+/// change with it.
+#[doc(hidden)]
 #[inline]
 pub fn prefetch<T>(at: *const T, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
