@@ -542,22 +542,26 @@ impl Drop for StopOnDrop {
     }
 }
 
+/// The tokio sleeper of `interrupt_latency`, `n` times over: posts the
+/// instant just before it sleeps 10 s, then the instant it ran again after
+/// `notify` woke it.
+async fn tokio_sleeper(n: u64, notify: Arc<tokio::sync::Notify>, post: impl Fn(Instant)) {
+    for _ in 0..n {
+        post(Instant::now());
+        let woke = tokio::select! {
+            _ = tokio::time::sleep(LONG_SLEEP) => panic!("lost notification"),
+            _ = notify.notified() => Instant::now(),
+        };
+        post(woke);
+    }
+}
+
 fn tokio_interrupt(rt: &tokio::runtime::Runtime, n: u64, settle: Duration) -> Vec<i64> {
     let (tx, rx) = channel();
     let notify = Arc::new(tokio::sync::Notify::new());
-    let h = {
-        let notify = notify.clone();
-        rt.spawn(async move {
-            for _ in 0..n {
-                tx.send(Instant::now()).expect("driver alive");
-                let woke = tokio::select! {
-                    _ = tokio::time::sleep(LONG_SLEEP) => panic!("lost notification"),
-                    _ = notify.notified() => Instant::now(),
-                };
-                tx.send(woke).expect("driver alive");
-            }
-        })
-    };
+    let h = rt.spawn(tokio_sleeper(n, notify.clone(), move |t| {
+        tx.send(t).expect("driver alive")
+    }));
     let out = drive_wakes(n, settle, &rx, || notify.notify_one());
     rt.block_on(h).expect("tokio sleeper failed");
     out
@@ -571,19 +575,9 @@ fn tokio_interrupt_from_task(rt: &tokio::runtime::Runtime, n: u64, settle: Durat
         tokio::spawn(async move {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
             let notify = Arc::new(tokio::sync::Notify::new());
-            let sleeper = {
-                let notify = notify.clone();
-                tokio::spawn(async move {
-                    for _ in 0..n {
-                        tx.send(Instant::now()).expect("waker alive");
-                        let woke = tokio::select! {
-                            _ = tokio::time::sleep(LONG_SLEEP) => panic!("lost notification"),
-                            _ = notify.notified() => Instant::now(),
-                        };
-                        tx.send(woke).expect("waker alive");
-                    }
-                })
-            };
+            let sleeper = tokio::spawn(tokio_sleeper(n, notify.clone(), move |t| {
+                tx.send(t).expect("waker alive")
+            }));
             let gone = "the sleeper is gone (it panicked: see above)";
             let mut out = Vec::with_capacity(n as usize);
             for _ in 0..n {
