@@ -111,7 +111,7 @@ fn latency_case(g: &mut BenchmarkGroup<'_, WallTime>, group: &str, peer: &str, m
 
 /// Runs `cases` as one group of latency benchmarks, 1.5 s each.
 fn latency_cases(c: &mut Criterion, name: &str, cases: Vec<(&str, Sampler)>) {
-    let mut g = latency_group(c, name, Duration::from_millis(1500));
+    let mut g = flat_group(c, name, LATENCY_WARM_UP, Duration::from_millis(1500));
     for (peer, f) in cases {
         latency_case(&mut g, name, peer, f);
     }
@@ -210,17 +210,25 @@ fn polling_runtime() -> spindle::Runtime {
         .expect("a polling spindle runtime")
 }
 
-/// A group of latency samples: ten flat samples after a short warm-up,
-/// over `measurement` (see the module docs for what criterion times).
-fn latency_group<'a>(
+/// The warm-up of the latency groups.
+const LATENCY_WARM_UP: Duration = Duration::from_millis(200);
+/// The warm-up of a group whose iteration is one long run: criterion's
+/// shortest, one run.
+const ONE_RUN: Duration = Duration::from_millis(1);
+
+/// A group of ten flat samples over `measurement`, after `warm_up` (see
+/// the module docs for what criterion times). Latency groups warm up for
+/// [`LATENCY_WARM_UP`]; groups whose one run is a long batch, for a run.
+fn flat_group<'a>(
     c: &'a mut Criterion,
     name: &str,
+    warm_up: Duration,
     measurement: Duration,
 ) -> BenchmarkGroup<'a, WallTime> {
     let mut g = c.benchmark_group(name);
     g.sampling_mode(SamplingMode::Flat)
         .sample_size(10)
-        .warm_up_time(Duration::from_millis(200))
+        .warm_up_time(warm_up)
         .measurement_time(measurement);
     g
 }
@@ -347,7 +355,7 @@ impl Paired {
 fn sleep_lateness_paired(c: &mut Criterion, p: &Peers, polling: &spindle::Runtime) {
     for (label, d) in SLEEPS {
         let name = format!("sleep_lateness_paired/{label}");
-        let mut g = latency_group(c, &name, Duration::from_secs(8));
+        let mut g = flat_group(c, &name, LATENCY_WARM_UP, Duration::from_secs(8));
         let mut all = Paired::default();
         // An iteration is a block; criterion gets the spindle sleeps' mean
         // lateness per iteration (their sum over `BLOCK`), so that its
@@ -1084,12 +1092,8 @@ fn tokio_many(rt: &tokio::runtime::Runtime, log: &mut RunLog) -> Duration {
 }
 
 fn many_sleepers(c: &mut Criterion, p: &Peers) {
-    let mut g = c.benchmark_group("many_sleepers");
-    // One run is one iteration (~1.1 s): ten samples of one run each.
-    g.sampling_mode(SamplingMode::Flat)
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(1))
-        .measurement_time(Duration::from_secs(10));
+    // One run is one iteration (~1.1 s).
+    let mut g = flat_group(c, "many_sleepers", ONE_RUN, Duration::from_secs(10));
     match sleepers::max_map_count() {
         Ok(n) if n >= MAP_COUNT_NEEDED || spindle::stack_guard_regions() => {
             let rt = spindle::Runtime::builder()
@@ -1206,12 +1210,8 @@ fn tokio_burst(rt: &tokio::runtime::Runtime, lead: Duration) -> Duration {
 /// runtime drains a burst of timer wake-ups. tokio's timer wheel fires at
 /// millisecond ticks, which adds up to 1 ms to its time (10 ns per task).
 fn sleep_burst(c: &mut Criterion, p: &Peers) {
-    let mut g = c.benchmark_group("sleep_burst");
-    // One run is one batch of ~0.4 s: ten samples of one run each.
-    g.sampling_mode(SamplingMode::Flat)
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(1))
-        .measurement_time(Duration::from_secs(4));
+    // One run is one batch (~0.4 s).
+    let mut g = flat_group(c, "sleep_burst", ONE_RUN, Duration::from_secs(4));
     // A runtime of its own, shut down at the end: the stacks its pool keeps
     // count against the process-wide limit of idle stacks (stack.rs), and
     // would crowd many_sleepers' out of theirs.
