@@ -476,20 +476,24 @@ fn spindle_interrupt(
 /// idle through spindle's own path, as a goroutine blocked on a channel
 /// leaves its P idle.
 fn spindle_interrupt_from_task(rt: &spindle::Runtime, n: u64, settle: Duration) -> Vec<i64> {
-    /// The sleeper's instants for the waker, in ns since `base`.
+    /// The sleeper's instants for the waker, in ns since `base`: stamp `k`
+    /// (from 1) goes to `at[k % 2]`, so that the "about to sleep" stamp
+    /// of the next round, which the sleeper posts right after its "ran
+    /// again", cannot overwrite that one before the waker has read it.
     struct Stamps {
         base: Instant,
         /// The number of stamps posted so far (two per round).
         posted: spindle::Butex,
-        last: AtomicI64,
+        at: [AtomicI64; 2],
     }
     impl Stamps {
         fn now(&self) -> i64 {
             signed_nanos(Instant::now(), self.base)
         }
         fn post(&self) {
-            self.last.store(self.now(), Ordering::SeqCst);
-            self.posted.value().fetch_add(1, Ordering::SeqCst);
+            let k = self.posted.value().load(Ordering::SeqCst) + 1;
+            self.at[k as usize % 2].store(self.now(), Ordering::SeqCst);
+            self.posted.value().store(k, Ordering::SeqCst);
             self.posted.wake_one();
         }
         /// Waits for stamp number `k` (from 1) and returns it.
@@ -497,7 +501,7 @@ fn spindle_interrupt_from_task(rt: &spindle::Runtime, n: u64, settle: Duration) 
             loop {
                 let posted = self.posted.value().load(Ordering::SeqCst);
                 if posted >= k {
-                    return self.last.load(Ordering::SeqCst);
+                    return self.at[k as usize % 2].load(Ordering::SeqCst);
                 }
                 // WouldBlock when a stamp came meanwhile: look again.
                 let _ = self.posted.wait(posted, None);
@@ -507,7 +511,7 @@ fn spindle_interrupt_from_task(rt: &spindle::Runtime, n: u64, settle: Duration) 
     let stamps = Arc::new(Stamps {
         base: Instant::now(),
         posted: spindle::Butex::new(0),
-        last: AtomicI64::new(0),
+        at: [AtomicI64::new(0), AtomicI64::new(0)],
     });
     let sleeper_thread = Arc::new(OnceLock::new());
     rt.block_on(|| {
