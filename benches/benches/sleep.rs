@@ -935,6 +935,16 @@ static STARTED: AtomicU64 = AtomicU64::new(0);
 /// divided by the sleepers alive when it is read, `STARTED - WOKEN`.
 static WOKEN: AtomicU64 = AtomicU64::new(0);
 
+/// The spindle runtime of the groups with 100 000 tasks at once: two
+/// workers, the smallest stacks.
+fn small_stack_runtime() -> spindle::Runtime {
+    spindle::Runtime::builder()
+        .workers(2)
+        .stack_size(SMALL_STACK)
+        .build()
+        .expect("spindle runtime with small stacks")
+}
+
 /// What one many_sleepers run measured.
 #[derive(Debug, Clone, Copy)]
 struct Run {
@@ -1100,11 +1110,7 @@ fn many_sleepers(c: &mut Criterion, p: &Peers) {
     let mut g = flat_group(c, "many_sleepers", ONE_RUN, Duration::from_secs(10));
     match sleepers::max_map_count() {
         Ok(n) if n >= MAP_COUNT_NEEDED || spindle::stack_guard_regions() => {
-            let rt = spindle::Runtime::builder()
-                .workers(2)
-                .stack_size(SMALL_STACK)
-                .build()
-                .expect("spindle runtime");
+            let rt = small_stack_runtime();
             let mut log = RunLog::default();
             g.bench_function("spindle", |b| {
                 b.iter_custom(|iters| full_batches(iters, 1, |_| spindle_many(&rt, &mut log)))
@@ -1219,11 +1225,7 @@ fn sleep_burst(c: &mut Criterion, p: &Peers) {
     // A runtime of its own, shut down at the end: the stacks its pool keeps
     // count against the process-wide limit of idle stacks (stack.rs), and
     // would crowd many_sleepers' out of theirs.
-    let rt = spindle::Runtime::builder()
-        .workers(2)
-        .stack_size(SMALL_STACK)
-        .build()
-        .expect("spindle runtime");
+    let rt = small_stack_runtime();
     // Unmeasured first runs: spindle maps its tasks' stacks in its first
     // (then reuses them, as a server would), and tokio allocates its tasks.
     spindle_burst(&rt, BURST_WARM_UP_LEAD);

@@ -23,6 +23,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sort"
 	"time"
@@ -75,7 +76,7 @@ func wakes(lockWaker bool) []time.Duration {
 func report(waker string, lat []time.Duration) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	rank := func(p float64) time.Duration {
-		r := int(p*float64(len(lat)) + 0.999999)
+		r := int(math.Ceil(p * float64(len(lat))))
 		if r < 1 {
 			r = 1
 		}
