@@ -64,29 +64,33 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 
-mod affinity;
-mod butex;
-mod control;
+// The layers, bottom to top (see docs/design.md and tests/layers.rs, which
+// holds the direction): each imports only from those listed before it.
+//
+// Base: the loom shim, errors and task ids.
 mod error;
-mod group;
-mod idle;
-mod meta;
-mod overflow;
-mod poll;
-mod queue;
-mod runtime;
+mod id;
+mod loom;
+// Stacks: `TaskStack`, the pools, overflow reporting.
 mod stack;
+// Task state: `TaskMeta`, the task table, the seam.
+mod meta;
+// Scheduler: `TaskControl`, `TaskGroup`, idle protocol, watchdog.
+mod sched;
+// Wait: `Butex`, deadline scopes, interrupts.
+mod wait;
+// Public layers.
+mod runtime;
 pub mod sync;
 pub mod task;
 mod time;
-mod watchdog;
 
-pub use butex::Butex;
 pub use error::{JoinError, NoSuchTask, SetWorkersError, SleepError, WaitError};
-pub use meta::TaskId;
+pub use id::TaskId;
 pub use runtime::{global_runtime, Builder, Runtime, RuntimeStats, DEFAULT_STACK_SIZE};
 pub use stack::stack_guard_regions;
 pub use task::{current, spawn, spawn_urgent, yield_now, JoinHandle};
 pub use time::{
     current_deadline, interrupt, is_stopped, sleep, sleep_until, stop, usleep, with_deadline,
 };
+pub use wait::Butex;

@@ -1,6 +1,6 @@
 //! `Runtime` and its `Builder`; the lazily started global runtime.
 //!
-//! A runtime is a `TaskControl` ([`Shared`]) plus its worker threads. Workers
+//! A runtime is a `TaskControl` ([`TaskControl`]) plus its worker threads. Workers
 //! are added by [`Runtime::set_workers`] (never removed, like
 //! `bthread_setconcurrency`) and stopped by [`Runtime::shutdown`] or drop:
 //! each worker then cancels the tasks still queued on it (unwinding started
@@ -10,16 +10,20 @@
 //! short is `block_on`'s from a task, whose task borrows from the waiter:
 //! the worker waits for that task to end first.)
 
-use crate::affinity;
-use crate::control::{Config, GroupShared, GroupStats, Shared, MAX_WORKERS};
 use crate::error::{JoinError, SetWorkersError};
-use crate::group::{self, TaskGroup};
+use crate::loom::lock;
+use crate::loom::sync::atomic::Ordering;
+use crate::meta::wait_queue::WaitKind;
+use crate::meta::{TaskRef, RUNNING};
+use crate::sched::{
+    self, Config, Cpus, GroupRemote, TaskControl, TaskGroup, DEFAULT_IDLE_POLL, DEFAULT_SLEEP_SPIN,
+    DEFAULT_STALL_THRESHOLD, MAX_WORKERS,
+};
 use crate::stack;
 use crate::task::{self, JoinHandle};
-use crate::watchdog;
+use crate::wait::{self, deadline};
 use crossbeam_deque::Worker;
 use std::io;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -29,16 +33,16 @@ pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 
 /// An M:N runtime: worker threads running tasks. See the crate docs.
 pub struct Runtime {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) control: Arc<TaskControl>,
 }
 
 /// What a reader of a log wants: not every worker's queues (and no lock).
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
-            .field("workers", &self.shared.worker_count())
-            .field("stack_size", &self.shared.stacks.default_size())
-            .field("stopping", &self.shared.stopping.load(Ordering::Relaxed))
+            .field("workers", &self.control.worker_count())
+            .field("stack_size", &self.control.stacks.default_size())
+            .field("stopping", &self.control.stopping.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -62,9 +66,9 @@ impl Default for Builder {
             stack_size: DEFAULT_STACK_SIZE,
             pin_workers: false,
             thread_name: "spindle-worker".into(),
-            stall_threshold: watchdog::DEFAULT_STALL_THRESHOLD,
-            sleep_spin: crate::group::DEFAULT_SLEEP_SPIN,
-            idle_poll: crate::group::DEFAULT_IDLE_POLL,
+            stall_threshold: DEFAULT_STALL_THRESHOLD,
+            sleep_spin: DEFAULT_SLEEP_SPIN,
+            idle_poll: DEFAULT_IDLE_POLL,
         }
     }
 }
@@ -179,9 +183,9 @@ impl Builder {
     /// may use, at most 256 (built from a task, the CPUs of the task's
     /// runtime: its worker may be pinned to one).
     pub fn build(self) -> io::Result<Runtime> {
-        let cpus = match group::current_group() {
-            Some(g) => g.shared.config.cpus.clone(),
-            None => affinity::Cpus::of_this_thread(),
+        let cpus = match sched::current_group() {
+            Some(g) => g.control.config.cpus.clone(),
+            None => Cpus::of_this_thread(),
         };
         let workers = match self.workers {
             Some(n) => n,
@@ -202,7 +206,7 @@ impl Builder {
         let stack_size = stack::check_size(self.stack_size)?;
         start_timer()?;
         let rt = Runtime {
-            shared: Arc::new(Shared::new(Config {
+            control: Arc::new(TaskControl::new(Config {
                 stack_size,
                 thread_name: self.thread_name,
                 pin_workers: self.pin_workers,
@@ -211,10 +215,10 @@ impl Builder {
                 cpus,
             })),
         };
-        rt.shared.stacks.prime()?;
+        rt.control.stacks.prime()?;
         rt.add_workers(workers)?;
-        if let Some(id) = watchdog::start(Arc::downgrade(&rt.shared), self.stall_threshold) {
-            let _ = rt.shared.watchdog.set(id);
+        if let Some(id) = sched::start_watchdog(Arc::downgrade(&rt.control), self.stall_threshold) {
+            let _ = rt.control.watchdog.set(id);
         }
         Ok(rt)
     }
@@ -265,7 +269,7 @@ impl Runtime {
         T: Send + 'static,
     {
         task::Builder::new()
-            .spawn_on(&self.shared, f, false)
+            .spawn_on(&self.control, f, false)
             .unwrap_or_else(|e| panic!("Runtime::spawn failed: {e}"))
     }
 
@@ -290,9 +294,7 @@ impl Runtime {
         F: FnOnce() -> T + Send,
         T: Send,
     {
-        if !crate::group::can_suspend()
-            && crate::group::current_group().is_some_and(|g| Arc::ptr_eq(&g.shared, &self.shared))
-        {
+        if !sched::can_suspend() && sched::worker_of(&self.control).is_some() {
             // A task that unwinds cannot suspend: its wait would block this
             // worker, which may be the only one that could run `f`.
             return f();
@@ -301,13 +303,10 @@ impl Runtime {
         let slot = SendPtr(&mut out);
         // `f` runs on the caller's behalf: it inherits the caller's deadline
         // scope (block_on itself then waits for it to end, deadline or not).
-        let scope = crate::time::scope_deadline();
-        let body = move |t: crate::meta::TaskRef, y: &crate::meta::TaskYielder| {
-            // SAFETY: the task owns its yielder and deadline fields while it runs.
-            unsafe {
-                *t.yielder.get() = y;
-                *t.deadline.get() = scope;
-            }
+        let scope = deadline::scope_deadline();
+        let body = move |t: TaskRef| {
+            // SAFETY: we are the task itself.
+            unsafe { t.set_scope_deadline(scope) };
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
             let slot = slot;
             // SAFETY: `out` outlives the task: block_on waits below for the
@@ -318,18 +317,13 @@ impl Runtime {
         // on this frame, and we do not leave it before the task has ended:
         // the join below cannot be interrupted, and we wait through deadline
         // scopes too.
-        let t = unsafe { task::prepare_unchecked(&self.shared, None, None, body) }
+        let t = unsafe { task::prepare_unchecked(&self.control, None, None, body) }
             .unwrap_or_else(|e| panic!("Runtime::block_on failed to spawn: {e}"));
-        task::start(&self.shared, t, false);
+        task::start(&self.control, t, false);
         let handle: JoinHandle<()> = JoinHandle::new(t);
-        crate::time::without_scope(|| {
-            while t.join.value().load(Ordering::Acquire) == task::RUNNING {
-                let _ = crate::butex::wait(
-                    &t.join,
-                    task::RUNNING,
-                    None,
-                    crate::butex::WaitKind::Borrowed,
-                );
+        deadline::without_scope(|| {
+            while t.end_state() == RUNNING {
+                let _ = wait::wait(t.join_queue(), RUNNING, None, WaitKind::Uncancellable);
             }
         });
         drop(handle);
@@ -342,7 +336,7 @@ impl Runtime {
 
     /// The number of workers.
     pub fn workers(&self) -> usize {
-        self.shared.worker_count()
+        self.control.worker_count()
     }
 
     /// Grows the runtime to `n` workers. Shrinking, 0 or more than 256 are
@@ -363,7 +357,7 @@ impl Runtime {
                 requested: n,
             });
         }
-        if self.shared.stopping.load(Ordering::Acquire) {
+        if self.control.stopping.load(Ordering::Acquire) {
             return Err(SetWorkersError::ShuttingDown);
         }
         self.add_workers(n).map_err(|e| {
@@ -376,48 +370,41 @@ impl Runtime {
     }
 
     fn add_workers(&self, n: usize) -> io::Result<()> {
-        let shared = &self.shared;
-        let mut threads = shared.threads.lock().unwrap_or_else(|e| e.into_inner());
-        let cpus = &shared.config.cpus;
-        let from_a_worker = group::current_group().is_some();
-        for i in shared.worker_count()..n {
+        let control = &self.control;
+        let mut threads = lock(&control.threads);
+        let cpus = &control.config.cpus;
+        let from_a_worker = sched::current_group().is_some();
+        for i in control.worker_count()..n {
             let fresh = Worker::new_fifo();
-            let gs = GroupShared {
-                remote: crate::queue::RemoteQueue::new(),
-                wakers: std::sync::atomic::AtomicUsize::new(0),
-                stealer: fresh.stealer(),
-                lifo: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
-                stats: GroupStats::default(),
-                running: std::sync::atomic::AtomicU64::new(0),
-            };
-            let sh = shared.clone();
-            let bind = cpus.bind_for(i, shared.config.pin_workers, from_a_worker);
+            let gs = GroupRemote::new(fresh.stealer());
+            let worker_control = control.clone();
+            let bind = cpus.bind_for(i, control.config.pin_workers, from_a_worker);
             // The worker is registered only once its thread exists, so that
             // a failed spawn leaves nothing half-made for the next call; the
             // thread waits for that before it starts.
             let (registered, wait_registered) = std::sync::mpsc::channel::<()>();
             let h = std::thread::Builder::new()
-                .name(format!("{}-{i}", shared.config.thread_name))
+                .name(format!("{}-{i}", control.config.thread_name))
                 .spawn(move || {
                     if wait_registered.recv().is_err() {
                         return; // never registered
                     }
-                    if let Err(error) = sh.config.cpus.bind_current(bind) {
+                    if let Err(error) = worker_control.config.cpus.bind_current(bind) {
                         tracing::warn!(worker = i, ?bind, %error, "cannot set the worker's CPUs");
                     }
                     tracing::info!(worker = i, "worker started");
-                    let g = TaskGroup::new(i, sh, fresh);
+                    let g = TaskGroup::new(i, worker_control, fresh);
                     g.run();
                     tracing::info!(worker = i, "worker stopped");
                 })?;
-            if shared.groups[i].set(gs).is_err() {
+            if control.groups[i].set(gs).is_err() {
                 unreachable!("worker {i} registered twice");
             }
-            shared.idle.add_worker();
+            control.idle.add_worker();
             // Counted before it starts: the others' steals and last looks
             // cover workers below the count, and the new worker's first
             // task may spawn children there at once.
-            shared.workers.store(i + 1, Ordering::SeqCst);
+            control.workers.store(i + 1, Ordering::SeqCst);
             registered.send(()).expect("the new worker waits for this");
             threads.push(h);
         }
@@ -426,18 +413,18 @@ impl Runtime {
 
     /// Counters summed over the workers.
     pub fn stats(&self) -> RuntimeStats {
-        let sh = &self.shared;
+        let control = &self.control;
         let mut s = RuntimeStats {
-            workers: sh.worker_count(),
-            spawned: sh.spawned_outside.load(Ordering::Relaxed),
-            wakeups: sh.idle.wakeups.load(Ordering::Relaxed),
-            stalls: sh.stalls.load(Ordering::Relaxed),
-            pooled_stacks: sh.stacks.pooled(),
+            workers: control.worker_count(),
+            spawned: control.spawned_outside.load(Ordering::Relaxed),
+            wakeups: control.idle.wakeups.load(Ordering::Relaxed),
+            stalls: control.stalls.load(Ordering::Relaxed),
+            pooled_stacks: control.stacks.pooled(),
             task_slots: crate::meta::table().capacity(),
             ..Default::default()
         };
         for i in 0..s.workers {
-            if let Some(g) = sh.group(i) {
+            if let Some(g) = control.group(i) {
                 let st = &g.stats;
                 s.spawned += st.spawned.load(Ordering::Relaxed);
                 s.finished += st.finished.load(Ordering::Relaxed);
@@ -469,17 +456,17 @@ impl Runtime {
     }
 
     fn stop(&self) {
-        let sh = &self.shared;
-        sh.stopping.store(true, Ordering::SeqCst);
-        sh.idle.stop();
-        if let Some(&id) = sh.watchdog.get() {
+        let control = &self.control;
+        control.stopping.store(true, Ordering::SeqCst);
+        control.idle.stop();
+        if let Some(&id) = control.watchdog.get() {
             stop_watchdog(id);
         }
         // A worker of this runtime cannot wait for itself, and a worker of
         // another must not wait either: our workers may wait for its tasks
         // (a task of ours in `block_on` on that runtime), which need it.
-        let on_a_worker = group::current_group().is_some();
-        let threads = std::mem::take(&mut *sh.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        let on_a_worker = sched::current_group().is_some();
+        let threads = std::mem::take(&mut *lock(&control.threads));
         if on_a_worker {
             return;
         }
@@ -491,7 +478,7 @@ impl Runtime {
         // The workers unmapped the idle stacks as they exited; this takes
         // what plain threads gave back since (see `ThreadStacks`), here
         // rather than wherever the shared state is dropped.
-        sh.stacks.trim();
+        control.stacks.trim();
     }
 }
 

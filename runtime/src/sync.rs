@@ -24,12 +24,13 @@
 //! thread, as on a plain thread. If only a task of that same worker can end
 //! the wait, it never ends; and `interrupt` does not reach such a wait.
 
-use crate::butex::{self, Butex, WaitKind};
 use crate::error::WaitError;
+use crate::loom::sync::atomic::Ordering;
+use crate::meta::wait_queue::WaitKind;
+use crate::wait::{self, Butex};
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 const UNLOCKED: u32 = 0;
@@ -114,7 +115,12 @@ impl<T: ?Sized> Mutex<T> {
             if st.swap(CONTENDED, Ordering::Acquire) == UNLOCKED {
                 return Ok(MutexGuard { mutex: self });
             }
-            match butex::wait(&self.state, CONTENDED, deadline, WaitKind::Uninterruptible) {
+            match wait::wait(
+                self.state.queue(),
+                CONTENDED,
+                deadline,
+                WaitKind::Uninterruptible,
+            ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),
             }
@@ -263,7 +269,7 @@ impl Condvar {
         // moves it, and our wait then returns at once.
         let seq = self.seq.value().load(Ordering::Acquire);
         drop(guard);
-        match butex::wait(&self.seq, seq, deadline, WaitKind::Uninterruptible) {
+        match wait::wait(self.seq.queue(), seq, deadline, WaitKind::Uninterruptible) {
             Ok(()) | Err(WaitError::WouldBlock) => {}
             Err(e) => return Err(e),
         }
@@ -387,7 +393,7 @@ impl CountdownEvent {
             if cur == 0 {
                 return Ok(());
             }
-            match butex::wait(&self.count, cur, deadline, WaitKind::Uninterruptible) {
+            match wait::wait(self.count.queue(), cur, deadline, WaitKind::Uninterruptible) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),
             }

@@ -10,47 +10,23 @@
 //! it displaces goes on the worker's deque; others may steal either until it
 //! first runs); otherwise it goes on the runtime's injector.
 
-use crate::butex::{self, WaitKind};
-use crate::control::{GroupStats, Shared};
 use crate::error::JoinError;
-use crate::group::{self, Suspend};
-use crate::meta::{self, Coro, PendingBody, TaskId, TaskRef, TaskYielder};
+use crate::loom::sync::atomic::Ordering;
+use crate::meta::seam::Suspend;
+use crate::meta::slots::PendingBody;
+use crate::meta::wait_queue::WaitKind;
+use crate::meta::{
+    self, TaskId, TaskRef, CANCELLED, FINISHED, RESULT_DETACHED, RESULT_OPEN, RESULT_STORED,
+    RUNNING,
+};
+use crate::sched::{self, GroupStats, TaskControl};
 use crate::stack;
-use crate::stack::TaskStack;
-use corosensei::Coroutine;
+use crate::wait;
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
-use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
-
-/// Join butex values.
-pub(crate) const RUNNING: u32 = 0;
-pub(crate) const FINISHED: u32 = 1;
-pub(crate) const CANCELLED: u32 = 2;
-
-// Who drops a task's result (`TaskMeta::result_state`). The result must be
-// dropped by the task itself or by its handle's owner, never by the worker
-// that frees the slot last: there a `Drop` that panics would kill the
-// worker, and one that waits (a spindle `Mutex`, a join) would block it
-// outside any task. The task ends its body with OPEN -> STORED; a handle
-// dropped unjoined moves OPEN -> DETACHED. Whichever comes second drops the
-// result, in its own context.
-/// Neither the result nor a detach yet.
-pub(crate) const RESULT_OPEN: u8 = 0;
-/// The result is stored for the handle.
-pub(crate) const RESULT_STORED: u8 = 1;
-/// The handle is gone: the task drops its result itself.
-pub(crate) const RESULT_DETACHED: u8 = 2;
-/// `join` took the result.
-pub(crate) const RESULT_TAKEN: u8 = 3;
-
-/// Publishes the end of `t` (its result is stored, or it was cancelled) and
-/// wakes its joiners.
-pub(crate) fn complete(t: TaskRef, how: u32) {
-    t.join.value().store(how, Ordering::Release);
-    t.join.wake_all();
-}
+use std::panic;
+use std::ptr;
 
 /// Builds a task with a name or a stack size of its own.
 #[derive(Debug, Default, Clone)]
@@ -91,15 +67,12 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        match group::current_group() {
-            Some(g) => self.spawn_on(&g.shared, f, false),
-            None => self.spawn_on(&crate::runtime::global().shared, f, false),
-        }
+        self.spawn_on(spawn_target().0, f, false)
     }
 
     pub(crate) fn spawn_on<F, T>(
         self,
-        shared: &Shared,
+        control: &TaskControl,
         f: F,
         urgent: bool,
     ) -> io::Result<JoinHandle<T>>
@@ -113,19 +86,17 @@ impl Builder {
         // consumes), onto its own worker's queues, and that worker drains
         // them only once the task has suspended: a spawn that got past the
         // check is cancelled there.
-        if shared.stopping.load(Ordering::Acquire) {
+        if control.stopping.load(Ordering::Acquire) {
             return cancelled_at_once(f);
         }
-        let t = prepare(shared, self.stack_size, self.name, move |t, y| {
-            run_body(t, y, f)
-        })?;
+        let t = prepare(control, self.stack_size, self.name, move |t| run_body(t, f))?;
         // The handle first: an urgent start switches to the child, and if
         // the runtime stops before this task runs again, this task is
         // unwound from inside `start`. The handle then detaches the child as
         // it unwinds; made after `start`, it would never exist, and the
         // child's slot would wait for it for good.
         let handle = JoinHandle::new(t);
-        start(shared, t, urgent);
+        start(control, t, urgent);
         Ok(handle)
     }
 }
@@ -140,25 +111,23 @@ fn cancelled_at_once<F, T>(f: F) -> io::Result<JoinHandle<T>> {
     let t = table
         .alloc(None)
         .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "the task table is full"))?;
-    drop_cancelled(t, f);
-    complete(t, CANCELLED);
+    meta::drop_cancelled(t, f);
+    t.publish_end(CANCELLED, sched::make_ready);
     // The task's own reference: it never runs. The handle keeps the other.
     table.release(t, None);
     Ok(JoinHandle::new(t))
 }
 
-/// The body every task runs: record the yielder, run `f`, store its result.
-fn run_body<F, T>(t: TaskRef, y: &TaskYielder, f: F)
+/// The body every task runs: run `f`, store its result.
+fn run_body<F, T>(t: TaskRef, f: F)
 where
     F: FnOnce() -> T,
 {
-    // SAFETY: the task owns its meta's yielder field while it runs.
-    unsafe { *t.yielder.get() = y };
-    let result = panic::catch_unwind(AssertUnwindSafe(f));
+    let result = panic::catch_unwind(panic::AssertUnwindSafe(f));
     if let Err(p) = &result {
-        // SAFETY: the name is written at spawn and read-only since.
-        let name = unsafe { (*t.name.get()).as_deref() }.unwrap_or("<unnamed>");
-        if group::unwinding_cancelled() {
+        // SAFETY: the task is alive (it runs this).
+        let name = unsafe { t.name() }.unwrap_or("<unnamed>");
+        if sched::unwinding_cancelled() {
             // The runtime's stop unwinding a blocked task (corosensei's
             // forced unwind, caught here like any unwind): its joiner is
             // told `Cancelled`, and the payload is dropped with the result.
@@ -170,21 +139,13 @@ where
     }
     // SAFETY: the running task owns its result slot until it publishes
     // STORED below (or, detached, for good); the joiner reads it only after
-    // `complete` publishes FINISHED, which comes after.
-    unsafe { (*t.result.get()).put::<std::thread::Result<T>>(result) };
+    // its worker publishes FINISHED, which comes after.
+    unsafe { t.result_mut().put::<std::thread::Result<T>>(result) };
     // Release: a handle that finds STORED finds the result.
-    if t.result_state
-        .compare_exchange(
-            RESULT_OPEN,
-            RESULT_STORED,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        )
-        .is_err()
-    {
+    if t.swap_result_state(RESULT_OPEN, RESULT_STORED).is_err() {
         // Detached: nobody will read it. Drop it here, as this task.
         // SAFETY: stored just above, and no handle reads a detached result.
-        let result = unsafe { (*t.result.get()).take::<std::thread::Result<T>>() };
+        let result = unsafe { t.result_mut().take::<std::thread::Result<T>>() };
         drop_unread(t, result);
     }
 }
@@ -194,79 +155,27 @@ where
 /// go. (A `Drop` that waits may also meet the runtime's stop: the task is
 /// then unwound from inside it, which is no panic of the user's.)
 fn drop_unread<T>(t: TaskRef, result: std::thread::Result<T>) {
-    drop_contained(
+    meta::drop_contained(
         t,
         "a detached task's result",
-        group::unwinding_cancelled,
+        sched::unwinding_cancelled,
         result,
     );
-}
-
-/// Drops `v`, which belongs to task `t`, where a panic has nowhere to go:
-/// a `Drop` that panics is reported (`what` says what was dropped; at debug
-/// level if `expected` says the unwind was the runtime's own), and the
-/// caller goes on.
-fn drop_contained<V>(t: TaskRef, what: &str, expected: impl FnOnce() -> bool, v: V) {
-    if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| drop(v))) {
-        let panic = crate::error::panic_message(&*p);
-        if expected() {
-            tracing::debug!(task = %t.id(), panic, "unwound while dropping {what}");
-        } else {
-            tracing::warn!(task = %t.id(), panic, "dropping {what} panicked");
-        }
-        // The payload's own `Drop` may panic in turn: contain that one too
-        // (and leak it).
-        if let Err(again) = panic::catch_unwind(AssertUnwindSafe(|| drop(p))) {
-            std::mem::forget(again);
-        }
-    }
-}
-
-/// A task body on its way into a coroutine built at spawn. If the
-/// coroutine is dropped before it ever runs (its task cancelled at
-/// shutdown), corosensei drops the body under a guard that aborts the
-/// process on a panic: so a `Drop` of its captures that panics is contained
-/// here.
-struct UnrunBody<B> {
-    t: TaskRef,
-    body: Option<B>,
-}
-
-impl<B: FnOnce(TaskRef, &TaskYielder)> UnrunBody<B> {
-    fn run(mut self, y: &TaskYielder) {
-        let body = self.body.take().expect("a body runs once");
-        body(self.t, y);
-    }
-}
-
-impl<B> Drop for UnrunBody<B> {
-    fn drop(&mut self) {
-        if let Some(body) = self.body.take() {
-            drop_cancelled(self.t, body);
-        }
-    }
-}
-
-/// Drops what a cancelled task held (its coroutine, or its body's
-/// captures). A `Drop` that panics must not take the worker down with it,
-/// nor leak what the cancel does next.
-pub(crate) fn drop_cancelled<V>(t: TaskRef, held: V) {
-    drop_contained(t, "a cancelled task's captures", || false, held);
 }
 
 /// Allocates a slot and reserves a stack; keeps the body for the first run
 /// (or builds the coroutine now, for a body too large to keep).
 pub(crate) fn prepare<B>(
-    shared: &Shared,
+    control: &TaskControl,
     stack_size: Option<usize>,
     name: Option<String>,
     body: B,
 ) -> io::Result<TaskRef>
 where
-    B: FnOnce(TaskRef, &TaskYielder) + Send + 'static,
+    B: FnOnce(TaskRef) + Send + 'static,
 {
     // SAFETY: a 'static body borrows nothing.
-    unsafe { prepare_unchecked(shared, stack_size, name, body) }
+    unsafe { prepare_unchecked(control, stack_size, name, body) }
 }
 
 /// [`prepare`] for a body that may borrow.
@@ -275,19 +184,19 @@ where
 /// Everything `body` borrows must stay valid until the task has finished
 /// (its join butex says FINISHED or CANCELLED).
 pub(crate) unsafe fn prepare_unchecked<B>(
-    shared: &Shared,
+    control: &TaskControl,
     stack_size: Option<usize>,
     name: Option<String>,
     body: B,
 ) -> io::Result<TaskRef>
 where
-    B: FnOnce(TaskRef, &TaskYielder) + Send,
+    B: FnOnce(TaskRef) + Send,
 {
     let size = match stack_size {
         Some(s) => stack::check_size(s)?,
-        None => shared.stacks.default_size(),
+        None => control.stacks.default_size(),
     };
-    let g = group::current_group().filter(|g| std::ptr::eq(&*g.shared, shared));
+    let g = sched::worker_of(control);
     let table = meta::table();
     let t = match g {
         Some(g) => table.alloc(Some(&mut g.slots.borrow_mut())),
@@ -295,8 +204,8 @@ where
     }
     .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "the task table is full"))?;
     let stack = match g {
-        Some(g) => shared.stacks.take(size, Some(&mut g.stacks.borrow_mut())),
-        None => shared.stacks.take_for_thread(size),
+        Some(g) => control.stacks.take(size, Some(&mut g.stacks.borrow_mut())),
+        None => control.stacks.take_for_thread(size),
     };
     let stack = match stack {
         Ok(s) => s,
@@ -309,91 +218,46 @@ where
         }
     };
     // SAFETY: the slot is freshly allocated: nobody else sees it yet.
-    unsafe {
-        *t.shared.get() = shared;
-        *t.stack_size.get() = size;
-        *t.name.get() = name;
-        *t.errno.get() = 0;
-        *t.deadline.get() = None;
-    }
-    if size == shared.stacks.default_size() && PendingBody::fits::<B>() {
+    // The runtime is stored type-erased; `sched` reads it back as a
+    // `TaskControl`.
+    unsafe { t.init(ptr::from_ref(control).cast(), size, name) };
+    if size == control.stacks.default_size() && PendingBody::fits::<B>() {
         // The common case: keep the body in the meta and the stack reserved
         // but untouched; the first run binds them (`TaskGroup::bind`), on
         // the stack its worker's last task just gave back.
         // SAFETY: nobody else sees the slot yet. The caller's promise about
         // what `body` borrows covers its stay in the meta.
         unsafe {
-            (*t.body.get()).put(body);
-            *t.reserved.get() = Some(stack);
+            t.body_mut().put(body);
+            *t.reserved_mut() = Some(stack);
         }
         // (A `Builder::stack_size` that rounds to the default size also
         // comes here: the stack is the same.)
     } else {
         // SAFETY: nobody else sees the slot yet, and the caller promises
         // that what `body` borrows outlives the task.
-        unsafe { install_coroutine(t, stack, body) };
+        unsafe { meta::install_coroutine(t, stack, body) };
     }
     match g {
-        Some(g) => GroupStats::bump(&g.me().stats.spawned),
+        Some(g) => GroupStats::bump(&g.remote().stats.spawned),
         None => {
-            shared.spawned_outside.fetch_add(1, Ordering::Relaxed);
+            control.spawned_outside.fetch_add(1, Ordering::Relaxed);
         }
     }
     Ok(t)
 }
 
-/// Builds `t`'s coroutine on `stack` to run `body`, and records the stack's
-/// guard page as `t`'s for overflow reports.
-///
-/// # Safety
-/// The caller owns `t` (nobody else sees it, or it is about to run it), and
-/// what `body` borrows outlives the task.
-unsafe fn install_coroutine<B>(t: TaskRef, stack: TaskStack, body: B)
-where
-    B: FnOnce(TaskRef, &TaskYielder),
-{
-    // corosensei's limit is the bottom of the mapping, whose first page is
-    // the guard page.
-    let limit = corosensei::stack::Stack::limit(&stack).get();
-    let body = UnrunBody {
-        t,
-        body: Some(body),
-    };
-    let entry = move |y: &TaskYielder, ()| body.run(y);
-    // SAFETY: the caller promises that what `body` borrows outlives the
-    // task; corosensei needs nothing else of a non-'static closure.
-    let coro: Coro = unsafe { Coroutine::with_stack_unchecked(stack, entry) };
-    // SAFETY: the caller owns the task; the guard is read only while it runs.
-    unsafe {
-        *t.guard.get() = (limit, limit + stack::page_size());
-        *t.coro.get() = Some(coro);
-    }
-}
-
-/// Builds the coroutine of a never-run task whose body waits in its meta,
-/// on `stack` (its reserved stack or one its worker had at hand).
-///
-/// # Safety
-/// The caller owns `t` (it is about to run it) and `t` has a pending body.
-pub(crate) unsafe fn bind(t: TaskRef, stack: TaskStack) {
-    // SAFETY: the caller owns the task and its meta's body.
-    let body = unsafe { (*t.body.get()).take() };
-    // SAFETY: the caller owns the task; what the body borrows outlives it
-    // (promised to `prepare_unchecked`).
-    unsafe { install_coroutine(t, stack, move |t, y| body.run(t, y)) };
-}
-
 /// Queues a prepared task (or, `urgent`, runs it at once on this worker).
-pub(crate) fn start(shared: &Shared, t: TaskRef, urgent: bool) {
-    match group::current_group().filter(|g| std::ptr::eq(&*g.shared, shared)) {
-        Some(g) => match (urgent, group::current_task()) {
-            (true, Some(me)) if group::can_suspend() => group::suspend(me, Suspend::Urgent(t)),
+pub(crate) fn start(control: &TaskControl, t: TaskRef, urgent: bool) {
+    match sched::worker_of(control) {
+        Some(g) => match (urgent, sched::suspendable_task()) {
+            (true, Some(me)) => sched::suspend(me, Suspend::Urgent(t)),
             _ => g.push_fresh(t),
         },
         None => {
             t.enqueued();
-            shared.injector.push(t);
-            shared.idle.notify_work(0);
+            control.injector.push(t);
+            control.idle.notify_work(0);
         }
     }
 }
@@ -433,7 +297,7 @@ impl<T> JoinHandle<T> {
     /// Whether the task has ended: its result is ready, it panicked, or it
     /// was cancelled when its runtime stopped.
     pub fn is_finished(&self) -> bool {
-        self.task.join.value().load(Ordering::Acquire) != RUNNING
+        self.task.end_state() != RUNNING
     }
 
     /// Waits for the task and returns its value. Suspends the current task,
@@ -446,28 +310,28 @@ impl<T> JoinHandle<T> {
     pub fn join(self) -> Result<T, JoinError> {
         let mut first_wait = true;
         loop {
-            match self.task.join.value().load(Ordering::Acquire) {
+            match self.task.end_state() {
                 RUNNING => {}
                 FINISHED => {
                     // SAFETY: FINISHED was published after the task stored a
                     // `thread::Result<T>`; we own the handle, so we are the
                     // only reader.
-                    let r = unsafe { (*self.task.result.get()).take::<std::thread::Result<T>>() };
-                    // Only this handle touches the state after STORED.
-                    self.task
-                        .result_state
-                        .store(RESULT_TAKEN, Ordering::Relaxed);
+                    let r = unsafe { self.task.result_mut().take::<std::thread::Result<T>>() };
+                    self.task.result_taken();
                     return r.map_err(JoinError::Panicked);
                 }
                 _ => return Err(JoinError::Cancelled),
             }
             // Asked once: who joins does not change between wake-ups.
-            if std::mem::take(&mut first_wait) && group::current_task() == Some(self.task) {
+            if std::mem::take(&mut first_wait) && sched::current_task() == Some(self.task) {
                 return Err(JoinError::SelfJoin);
             }
-            if let Err(crate::WaitError::DeadlineExceeded) =
-                butex::wait(&self.task.join, RUNNING, None, WaitKind::Uninterruptible)
-            {
+            if let Err(crate::WaitError::DeadlineExceeded) = wait::wait(
+                self.task.join_queue(),
+                RUNNING,
+                None,
+                WaitKind::Uninterruptible,
+            ) {
                 return Err(JoinError::DeadlineExceeded);
             }
         }
@@ -480,26 +344,18 @@ impl<T> Drop for JoinHandle<T> {
         // drop it here, on the handle owner's thread (after the release, so
         // that a `Drop` that panics leaks nothing); else the task drops it
         // itself (see `RESULT_OPEN`).
-        let unread = match self.task.result_state.compare_exchange(
-            RESULT_OPEN,
-            RESULT_DETACHED,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
+        let unread = match self.task.swap_result_state(RESULT_OPEN, RESULT_DETACHED) {
             Err(RESULT_STORED) => {
                 // SAFETY: STORED was published after the task wrote a
                 // `thread::Result<T>`, which it no longer touches; this
                 // handle is its only reader, and `join` (which would have
                 // taken it) marks TAKEN.
-                let r = unsafe { (*self.task.result.get()).take::<std::thread::Result<T>>() };
+                let r = unsafe { self.task.result_mut().take::<std::thread::Result<T>>() };
                 Some(r)
             }
             _ => None,
         };
-        match group::current_group() {
-            Some(g) => meta::table().release(self.task, Some(&mut g.slots.borrow_mut())),
-            None => meta::with_thread_slots(|c| meta::table().release(self.task, c)),
-        }
+        release_from_here(self.task);
         drop(unread);
     }
 }
@@ -533,25 +389,41 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let b = Builder::new();
-    let r = match group::current_group() {
-        Some(g) => b.spawn_on(&g.shared, f, true),
-        None => b.spawn_on(&crate::runtime::global().shared, f, false),
-    };
-    r.unwrap_or_else(|e| panic!("spindle::spawn_urgent failed: {e}"))
+    let (control, on_a_worker) = spawn_target();
+    Builder::new()
+        .spawn_on(control, f, on_a_worker)
+        .unwrap_or_else(|e| panic!("spindle::spawn_urgent failed: {e}"))
 }
 
 /// The id of the running task, `None` on a plain thread.
 pub fn current() -> Option<TaskId> {
-    group::current_task().map(|t| t.id())
+    sched::current_task().map(|t| t.id())
 }
 
 /// Lets the other ready tasks of this worker run, then continues. On a
 /// plain thread, yields the OS thread.
 pub fn yield_now() {
-    match group::current_task() {
-        Some(t) if group::can_suspend() => group::suspend(t, Suspend::Yield),
+    match sched::current_task() {
+        Some(t) if sched::can_suspend() => sched::suspend(t, Suspend::Yield),
         Some(_) => {}
         None => std::thread::yield_now(),
+    }
+}
+
+/// Where a spawn from this thread goes: the current task's runtime, or the
+/// global one on a plain thread; and whether this thread is a worker of it.
+fn spawn_target() -> (&'static TaskControl, bool) {
+    match sched::current_group() {
+        Some(g) => (&g.control, true),
+        None => (&crate::runtime::global().control, false),
+    }
+}
+
+/// Drops one owner of `t` (a handle, or a task that never ran), giving its
+/// slot to this worker's cache or this thread's.
+pub(crate) fn release_from_here(t: TaskRef) {
+    match sched::current_group() {
+        Some(g) => meta::table().release(t, Some(&mut g.slots.borrow_mut())),
+        None => meta::with_thread_slots(|c| meta::table().release(t, c)),
     }
 }

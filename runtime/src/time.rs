@@ -1,44 +1,23 @@
 //! Sleeping, interrupting and stopping tasks, and deadline scopes.
 //!
-//! A task's sleep is a wait on a butex of its own that nobody wakes (see
-//! `butex.rs`): the timer ends it with `TimedOut` (a normal wake-up, for a
+//! A task's sleep is a wait on a queue of its own that nobody wakes (see
+//! `wait/butex.rs`): the timer ends it with `TimedOut` (a normal wake-up, for a
 //! sleep), and `interrupt`/`stop` end it early through the same protocol as
 //! any other wait. So sleeps, butex waits and interrupts share one set of
 //! race rules. On a plain thread a sleep is an OS sleep.
 //!
 //! A deadline scope ([`with_deadline`]) is a per-task (or, on a plain thread,
-//! per-thread) earliest deadline that every blocking call folds into its own.
+//! per-thread) earliest deadline that every blocking call folds into its own
+//! (`wait/deadline.rs`).
 
-use crate::butex::{self, WaitKind};
 use crate::error::{NoSuchTask, SleepError, WaitError};
-use crate::group;
-use crate::meta::{self, TaskId, TaskTable};
-use std::cell::Cell;
-use std::sync::atomic::Ordering;
+use crate::loom::sync::atomic::Ordering;
+use crate::meta::wait_queue::WaitKind;
+use crate::meta::TaskId;
+use crate::sched;
+use crate::wait::deadline::{effective_deadline, scope_deadline, scoped};
+use crate::wait::{self, signal};
 use std::time::{Duration, Instant};
-
-thread_local! {
-    /// The deadline scope of a plain thread (tasks keep theirs in their meta).
-    static THREAD_DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
-}
-
-/// The earliest deadline of the enclosing scopes, for the current task or
-/// thread.
-pub(crate) fn scope_deadline() -> Option<Instant> {
-    match group::current_task() {
-        // SAFETY: a task's deadline field is only touched by the task itself.
-        Some(t) => unsafe { *t.deadline.get() },
-        None => THREAD_DEADLINE.with(|d| d.get()),
-    }
-}
-
-fn set_scope_deadline(d: Option<Instant>) {
-    match group::current_task() {
-        // SAFETY: as above.
-        Some(t) => unsafe { *t.deadline.get() = d },
-        None => THREAD_DEADLINE.with(|c| c.set(d)),
-    }
-}
 
 /// Runs `f` with a deadline: every blocking call inside it (sleep, butex
 /// wait, mutex lock, condvar and countdown waits) fails with
@@ -61,37 +40,6 @@ pub fn with_deadline<R>(deadline: Instant, f: impl FnOnce() -> R) -> R {
 /// caller has given up, or a task passes on to those it spawns.
 pub fn current_deadline() -> Option<Instant> {
     scope_deadline()
-}
-
-/// Runs `f` with the scope deadline set to `d`, restoring the enclosing one
-/// when `f` returns or panics.
-fn scoped<R>(d: Option<Instant>, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<Instant>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            set_scope_deadline(self.0);
-        }
-    }
-    let _restore = Restore(scope_deadline());
-    set_scope_deadline(d);
-    f()
-}
-
-/// A wait's own deadline folded with the enclosing scope's: the earlier one,
-/// and whether it is the scope's (the wait then fails with
-/// `DeadlineExceeded` rather than a plain timeout).
-pub(crate) fn effective_deadline(own: Option<Instant>) -> (Option<Instant>, bool) {
-    match (own, scope_deadline()) {
-        (Some(d), Some(s)) if s < d => (Some(s), true),
-        (None, Some(s)) => (Some(s), true),
-        (d, _) => (d, false),
-    }
-}
-
-/// Runs `f` outside every deadline scope (for waits that must not be cut
-/// short, such as `block_on`'s).
-pub(crate) fn without_scope<R>(f: impl FnOnce() -> R) -> R {
-    scoped(None, f)
 }
 
 /// Sleeps for `d`; see [`sleep_until`]. `Duration::ZERO` yields.
@@ -128,8 +76,8 @@ fn sleep_forever() -> Result<(), SleepError> {
 }
 
 fn sleep_inner(deadline: Option<Instant>) -> Result<(), SleepError> {
-    let task = group::current_task();
-    if task.is_some_and(|t| t.stopped.load(Ordering::Acquire)) {
+    let task = sched::current_task();
+    if task.is_some_and(|t| t.is_stopped()) {
         return Err(SleepError::Stopped);
     }
     // A past deadline, in a task or on a thread: a yield, then the scope's
@@ -144,8 +92,9 @@ fn sleep_inner(deadline: Option<Instant>) -> Result<(), SleepError> {
     let Some(t) = task else {
         return sleep_thread(deadline);
     };
-    let expected = t.sleep.value().load(Ordering::Relaxed);
-    match butex::wait(&t.sleep, expected, deadline, WaitKind::Interruptible) {
+    let sleep = t.sleep_queue();
+    let expected = sleep.value().load(Ordering::Relaxed);
+    match wait::wait(sleep, expected, deadline, WaitKind::Interruptible) {
         // Nobody wakes the sleep butex: a wake-up is spurious; treat it as a
         // short sleep rather than loop (callers of sleep tolerate early wakes
         // no better than late ones, and none happen).
@@ -197,27 +146,7 @@ pub fn stop(id: TaskId) -> Result<(), NoSuchTask> {
     signal(id, true)
 }
 
-fn signal(id: TaskId, stop: bool) -> Result<(), NoSuchTask> {
-    let t = meta::table().lookup(id).ok_or(NoSuchTask)?;
-    let woken = {
-        let mut st = t.lock_interrupts();
-        // Re-check under the lock: the slot is freed (and its version
-        // bumped) under this same lock.
-        if !TaskTable::is_current(&t, id) || t.join.value().load(Ordering::Acquire) != 0 {
-            return Err(NoSuchTask);
-        }
-        if stop {
-            t.stopped.store(true, Ordering::Release);
-        }
-        butex::interrupt_locked(&mut st)
-    };
-    if let Some(t) = woken {
-        butex::make_ready(t);
-    }
-    Ok(())
-}
-
 /// Whether the current task has been stopped (false on a plain thread).
 pub fn is_stopped() -> bool {
-    group::current_task().is_some_and(|t| t.stopped.load(Ordering::Acquire))
+    sched::current_task().is_some_and(|t| t.is_stopped())
 }

@@ -2,7 +2,7 @@
 //!
 //! A group owns two local queues and shares two:
 //!
-//! - `lifo` (in [`GroupShared`]): the task this worker spawned last. A task
+//! - `lifo` (in [`GroupRemote`]): the task this worker spawned last. A task
 //!   that spawns a child and then joins it finds the child here, hot in its
 //!   cache, instead of handing it to another core and back. Thieves take it
 //!   too, but only after [`LIFO_GRACE_ROUNDS`] rounds of searching (and in
@@ -11,7 +11,7 @@
 //!   steal from it (in batches); only never-run tasks may migrate.
 //! - `ready`: a FIFO list of started tasks pinned to this worker (a task that
 //!   yielded, or was woken by a task of this worker).
-//! - `remote` (in [`GroupShared`]): started tasks woken by other threads.
+//! - `remote` (in [`GroupRemote`]): started tasks woken by other threads.
 //!
 //! The loop takes work in this order: `next` (the child of a
 //! `spawn_urgent`), the LIFO slot (the last task spawned here, likeliest to
@@ -39,25 +39,25 @@
 //! and it is why a waker or a timer can never resume a stack that is still
 //! running: the task is not visible to them until the switch is complete.
 
-use crate::butex::{self, WaitNode};
-use crate::control::{GroupShared, GroupStats, Shared};
-use crate::meta::{self, TaskRef, NO_HOME};
-use crate::overflow;
-use crate::poll::PollWindow;
-use crate::queue::LocalQueue;
+use super::control::{GroupRemote, GroupStats, TaskControl};
+use super::idle_poll::PollWindow;
+use super::queue::LocalQueue;
+use crate::loom::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
+use crate::meta::seam::{Blocked, BlockerRef, Suspend};
+use crate::meta::{self, TaskRef, CANCELLED, FINISHED, NO_HOME};
+use crate::stack::overflow;
 use crate::stack::TaskStack;
 use corosensei::CoroutineResult;
 use crossbeam_deque::{Steal, Worker};
 use std::cell::{Cell, RefCell};
 use std::ptr;
-use std::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a worker may be held up, waiting for what it cannot hurry,
 /// before it says so in a warning: a stopping worker waiting for its tasks
 /// in `block_on` (`TaskGroup::cancel_blocked`), or a task that waits while
-/// it unwinds, blocking its worker thread (`butex::wait_thread`).
+/// it unwinds, blocking its worker thread (the wait layer's thread wait).
 pub(crate) const HELD_UP_WARNING: Duration = Duration::from_secs(1);
 
 /// Every this many runs, a task of the injector and one of the ready list
@@ -103,17 +103,6 @@ const PREFETCH_QUEUE_LEN: usize = 16;
 /// sooner than this (a chunk of munmaps would make it late).
 const RELEASE_SLEEP_MARGIN: Duration = Duration::from_millis(2);
 
-/// Why a task switched out; acted upon by its worker after the switch.
-#[derive(Debug)]
-pub(crate) enum Suspend {
-    /// Queue me behind the other ready tasks.
-    Yield,
-    /// Block me on a butex; the node (in my meta) is mine until I resume.
-    Wait(*const WaitNode),
-    /// Run this never-run child now, then me.
-    Urgent(TaskRef),
-}
-
 thread_local! {
     /// The group of the worker running on this thread, null elsewhere.
     static WORKER: Cell<*const TaskGroup> = const { Cell::new(ptr::null()) };
@@ -132,12 +121,6 @@ pub(crate) fn current_group() -> Option<&'static TaskGroup> {
     unsafe { p.as_ref() }
 }
 
-/// Whether the code running on this thread is a cancelled task being
-/// unwound by its runtime's stop.
-pub(crate) fn unwinding_cancelled() -> bool {
-    current_group().is_some_and(TaskGroup::is_unwinding_cancelled)
-}
-
 /// The task running on this thread, if any.
 #[inline]
 pub(crate) fn current_task() -> Option<TaskRef> {
@@ -147,7 +130,7 @@ pub(crate) fn current_task() -> Option<TaskRef> {
 /// One worker's scheduler state; see the module docs.
 pub(crate) struct TaskGroup {
     pub(crate) index: usize,
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) control: Arc<TaskControl>,
     fresh: Worker<TaskRef>,
     ready: LocalQueue,
     current: Cell<Option<TaskRef>>,
@@ -187,28 +170,34 @@ impl StartedTasks {
     /// Adds `t`, which has just started on this worker.
     fn add(&self, t: TaskRef) {
         let head = self.head.replace(Some(t));
-        t.started_prev.set(None);
-        t.started_next.set(head);
+        // SAFETY: this worker is `t`'s home, and the head's; the list is
+        // touched by this thread only.
+        unsafe { t.set_started_links(None, head) };
         if let Some(h) = head {
-            h.started_prev.set(Some(t));
+            // SAFETY: as above.
+            unsafe { h.set_started_prev(Some(t)) };
         }
     }
 
     /// Removes `t`, which has ended (or been cancelled).
     fn remove(&self, t: TaskRef) {
-        let (prev, next) = (t.started_prev.take(), t.started_next.take());
+        // SAFETY: the list's tasks are this worker's, and this is its thread.
+        let (prev, next) = unsafe { t.set_started_links(None, None) };
         match prev {
-            Some(p) => p.started_next.set(next),
+            // SAFETY: as above.
+            Some(p) => unsafe { p.set_started_next(next) },
             None => self.head.set(next),
         }
         if let Some(n) = next {
-            n.started_prev.set(prev);
+            // SAFETY: as above.
+            unsafe { n.set_started_prev(prev) };
         }
     }
 
     /// The tasks on the list now, newest first.
     fn iter(&self) -> impl Iterator<Item = TaskRef> {
-        std::iter::successors(self.head.get(), |t| t.started_next.get())
+        // SAFETY: the list's tasks are this worker's, and so is this call.
+        std::iter::successors(self.head.get(), |t| unsafe { t.started_next() })
     }
 
     /// A copy of the list, newest first, for a walk that removes from it.
@@ -243,12 +232,13 @@ impl Drop for AbortIfUnwinding {
 /// callback itself; if the timer thread got there first, it delivers.
 ///
 /// The record is cleared by the sleeping task when it resumes or is
-/// cancelled (on this same thread), so while it is set the task has not
-/// resumed (it may already be queued) and `node` is alive.
+/// cancelled (on this same thread, through `forget_sleep`), so while it is
+/// set the task has not resumed (it may already be queued) and its wait is
+/// alive.
 #[derive(Clone, Copy)]
 struct DueSleep {
     deadline: Instant,
-    node: *const WaitNode,
+    blocker: BlockerRef,
 }
 
 impl std::fmt::Debug for TaskGroup {
@@ -261,11 +251,11 @@ impl std::fmt::Debug for TaskGroup {
 }
 
 impl TaskGroup {
-    pub(crate) fn new(index: usize, shared: Arc<Shared>, fresh: Worker<TaskRef>) -> Self {
-        let poll = PollWindow::new(SPIN_TIME, shared.config.idle_poll);
+    pub(crate) fn new(index: usize, control: Arc<TaskControl>, fresh: Worker<TaskRef>) -> Self {
+        let poll = PollWindow::new(SPIN_TIME, control.config.idle_poll);
         TaskGroup {
             index,
-            shared,
+            control,
             fresh,
             ready: LocalQueue::new(),
             current: Cell::new(None),
@@ -291,18 +281,23 @@ impl TaskGroup {
         self.unwinding_cancelled.get()
     }
 
-    /// Notes that a task of this worker sleeps on `node` until `deadline`,
-    /// with its timer armed; see [`DueSleep`].
-    pub(crate) fn note_sleep(&self, deadline: Instant, node: &WaitNode) {
+    /// Notes that a task of this worker sleeps in `blocker` until
+    /// `deadline`, with its timer armed; see [`DueSleep`].
+    fn note_sleep(&self, deadline: Instant, blocker: BlockerRef) {
         match self.next_sleep.get() {
             Some(s) if s.deadline <= deadline => {}
-            _ => self.next_sleep.set(Some(DueSleep { deadline, node })),
+            _ => self.next_sleep.set(Some(DueSleep { deadline, blocker })),
         }
     }
 
-    /// Called by a task resuming from a wait on `node`: forgets the node.
-    pub(crate) fn forget_sleep(&self, node: &WaitNode) {
-        if self.next_sleep.get().is_some_and(|s| ptr::eq(s.node, node)) {
+    /// Called by a task of this worker leaving its wait in the blocker at
+    /// `blocker` (an address): the worker must not end that wait any more.
+    pub(crate) fn forget_sleep(&self, blocker: *const ()) {
+        if self
+            .next_sleep
+            .get()
+            .is_some_and(|s| ptr::eq(s.blocker.addr(), blocker))
+        {
             self.next_sleep.set(None);
         }
     }
@@ -318,13 +313,13 @@ impl TaskGroup {
         }
         self.next_sleep.set(None);
         // SAFETY: see `DueSleep`: the record was set, so the task has not
-        // resumed and its node is alive; this worker runs its tasks, so it
-        // cannot resume while we use the node.
-        unsafe { butex::end_sleep_early(&*s.node) };
+        // resumed and its wait is alive; this worker runs its tasks, so it
+        // cannot resume while we use the wait.
+        unsafe { s.blocker.get().end_due_sleep() };
     }
 
-    pub(crate) fn me(&self) -> &GroupShared {
-        self.shared.group(self.index).expect("own group exists")
+    pub(crate) fn remote(&self) -> &GroupRemote {
+        self.control.group(self.index).expect("own group exists")
     }
 
     /// Queues a never-run task on this worker (stealable) and wakes a worker
@@ -333,16 +328,16 @@ impl TaskGroup {
         t.enqueued();
         // The new task takes the LIFO slot; the one it displaces joins the
         // deque. Release: a thief's acquiring swap sees the prepared task.
-        let old = self.me().lifo.swap(t.as_ptr(), AcqRel);
+        let old = self.remote().lifo.swap(t.as_ptr(), AcqRel);
         if !old.is_null() {
             // SAFETY: only never-run tasks from the task table enter the slot.
             self.fresh.push(unsafe { TaskRef::from_ptr(old) });
         }
-        self.shared.idle.notify_work(self.index);
+        self.control.idle.notify_work(self.index);
     }
 
     /// Takes a group's LIFO task, if it has one.
-    fn take_lifo(g: &GroupShared) -> Option<TaskRef> {
+    fn take_lifo(g: &GroupRemote) -> Option<TaskRef> {
         if g.lifo.load(Relaxed).is_null() {
             return None;
         }
@@ -374,13 +369,13 @@ impl TaskGroup {
         // grows the deque: a 16 KiB task stack overflowed on it in debug
         // builds (tests/stack_release.rs).
         drop(crossbeam_epoch::pin());
-        self.shared.idle.start_searching();
+        self.control.idle.start_searching();
         let mut searching = true;
         // Since a search began, until a task is found: that task is
         // reported to `poll`.
         let mut idle = false;
         loop {
-            if self.shared.stopping.load(Relaxed) {
+            if self.control.stopping.load(Relaxed) {
                 break;
             }
             let task = match self.next_local() {
@@ -393,22 +388,22 @@ impl TaskGroup {
             if let Some(t) = task {
                 if idle {
                     idle = false;
-                    self.poll.work_found(t.woken_by_timer.load(Relaxed));
+                    self.poll.work_found(t.woken_by_timer());
                 }
                 if searching {
                     searching = false;
-                    self.shared
+                    self.control
                         .idle
                         .found_work(self.index, || self.stealable_in_sight());
                 }
                 self.run_task(t);
             } else if !searching {
                 searching = true;
-                self.shared.idle.start_searching();
+                self.control.idle.start_searching();
             }
         }
         if searching {
-            self.shared.idle.stop_searching();
+            self.control.idle.stop_searching();
         }
         self.cancel_queued();
         self.cancel_blocked();
@@ -417,7 +412,7 @@ impl TaskGroup {
         // sample on the timer thread), where unmapping would stall every
         // timer; and a stop called from a task does not wait to trim.
         drop(std::mem::take(&mut *self.stacks.borrow_mut()));
-        self.shared.stacks.trim();
+        self.control.stacks.trim();
         meta::table().give_back(&mut self.slots.borrow_mut());
         WORKER.with(|w| w.set(ptr::null()));
     }
@@ -437,7 +432,7 @@ impl TaskGroup {
             // injector (a batch would fill `fresh`, which goes before
             // `ready`): a flood of spawns from plain threads must not
             // starve the tasks woken here, nor their yields it.
-            self.me().remote.take_all(&self.ready);
+            self.remote().woken.take_all(&self.ready);
             let injector = || self.steal_one_from_injector();
             let ready = || self.ready.pop_front();
             let guarded = if (tick / REMOTE_TICK) % 2 == 0 {
@@ -452,7 +447,7 @@ impl TaskGroup {
         // New tasks before yielded ones: a yield goes behind everything that
         // was runnable when it happened, as in bthread's single run queue.
         // The last spawned first: it is the likeliest to be joined next.
-        if let Some(t) = Self::take_lifo(self.me()) {
+        if let Some(t) = Self::take_lifo(self.remote()) {
             return Some(t);
         }
         if let Some(t) = self.fresh.pop() {
@@ -461,30 +456,18 @@ impl TaskGroup {
         // Tasks woken from elsewhere join the ready queue as soon as they
         // are seen (an empty remote queue costs one load), so a worker busy
         // with yielding tasks runs them after those ready before them.
-        self.me().remote.take_all(&self.ready);
+        self.remote().woken.take_all(&self.ready);
         self.ready.pop_front()
     }
 
     /// One task spawned from a plain thread, if any.
     fn steal_one_from_injector(&self) -> Option<TaskRef> {
-        loop {
-            match self.shared.injector.steal() {
-                Steal::Success(t) => return Some(t),
-                Steal::Retry => continue,
-                Steal::Empty => return None,
-            }
-        }
+        settle(|| self.control.injector.steal())
     }
 
     /// A batch of tasks spawned from plain threads, if any.
     fn steal_injector(&self) -> Option<TaskRef> {
-        loop {
-            match self.shared.injector.steal_batch_and_pop(&self.fresh) {
-                Steal::Success(t) => return Some(t),
-                Steal::Retry => continue,
-                Steal::Empty => return None,
-            }
-        }
+        settle(|| self.control.injector.steal_batch_and_pop(&self.fresh))
     }
 
     /// Work from elsewhere: the injector, then the other workers' deques,
@@ -493,7 +476,7 @@ impl TaskGroup {
         if let Some(t) = self.steal_injector() {
             return Some(t);
         }
-        let n = self.shared.worker_count();
+        let n = self.control.worker_count();
         if n <= 1 {
             return None;
         }
@@ -509,22 +492,16 @@ impl TaskGroup {
             if victim == self.index {
                 continue;
             }
-            let Some(g) = self.shared.group(victim) else {
+            let Some(g) = self.control.group(victim) else {
                 continue;
             };
-            loop {
-                match g.stealer.steal_batch_and_pop(&self.fresh) {
-                    Steal::Success(t) => {
-                        GroupStats::bump(&self.me().stats.steals);
-                        return Some(t);
-                    }
-                    Steal::Retry => continue,
-                    Steal::Empty => break,
-                }
+            if let Some(t) = settle(|| g.stealer.steal_batch_and_pop(&self.fresh)) {
+                GroupStats::bump(&self.remote().stats.steals);
+                return Some(t);
             }
             if lifo {
                 if let Some(t) = Self::take_lifo(g) {
-                    GroupStats::bump(&self.me().stats.steals);
+                    GroupStats::bump(&self.remote().stats.steals);
                     return Some(t);
                 }
             }
@@ -541,10 +518,10 @@ impl TaskGroup {
     /// work.
     fn stealable_in_sight(&self) -> bool {
         !self.fresh.is_empty()
-            || !self.shared.injector.is_empty()
-            || (0..self.shared.worker_count())
+            || !self.control.injector.is_empty()
+            || (0..self.control.worker_count())
                 .filter(|&i| i != self.index)
-                .filter_map(|i| self.shared.group(i))
+                .filter_map(|i| self.control.group(i))
                 .any(|g| !g.stealer.is_empty() || !g.lifo.load(Relaxed).is_null())
     }
 
@@ -559,7 +536,7 @@ impl TaskGroup {
             if let Some(t) = self.steal(lifo).or_else(|| self.next_local()) {
                 return Some(t);
             }
-            if self.shared.stopping.load(Relaxed) {
+            if self.control.stopping.load(Relaxed) {
                 return None;
             }
             round += 1;
@@ -596,7 +573,7 @@ impl TaskGroup {
         // further off, park until shortly before it.
         let mut until = None;
         if let Some(s) = self.next_sleep.get() {
-            let ahead = self.shared.config.sleep_spin;
+            let ahead = self.control.config.sleep_spin;
             // A lead past the clock's range (`Duration::MAX`): always near.
             if Instant::now()
                 .checked_add(ahead)
@@ -615,11 +592,11 @@ impl TaskGroup {
             return None;
         }
         // Park (see idle.rs for the handshake).
-        let me = self.me();
-        let (slept, found) = self.shared.idle.park(
+        let me = self.remote();
+        let (slept, found) = self.control.idle.park(
             self.index,
             searching,
-            || self.shared.stopping.load(Relaxed),
+            || self.control.stopping.load(Relaxed),
             || self.next_local().or_else(|| self.steal(true)),
             || self.stealable_in_sight(),
             until,
@@ -638,12 +615,12 @@ impl TaskGroup {
     fn release_surplus_stacks(&self, now: Instant) -> bool {
         let sleep_soon = || {
             self.next_sleep.get().is_some_and(|s| {
-                now.checked_add(self.shared.config.sleep_spin)
+                now.checked_add(self.control.config.sleep_spin)
                     .and_then(|t| t.checked_add(RELEASE_SLEEP_MARGIN))
                     .is_none_or(|t| t > s.deadline)
             })
         };
-        self.shared.stacks.has_marked() && !sleep_soon() && self.shared.stacks.release_some()
+        self.control.stacks.has_marked() && !sleep_soon() && self.control.stacks.release_some()
     }
 
     /// Runs `t` until it suspends, then acts on why it did.
@@ -663,19 +640,22 @@ impl TaskGroup {
         }
         debug_assert_eq!(t.home(), self.index, "a started task left its worker");
         self.current.set(Some(t));
-        let me = self.me();
+        let me = self.remote();
         // Release: a watchdog sample that reads this task (Acquire) then
         // reads a switch count no older than the last run's bump.
         me.running.store(t.id().as_u64(), Release);
-        // SAFETY: errno is this thread's; the saved value is the task's own.
-        unsafe { *libc::__errno_location() = *t.errno.get() };
+        // SAFETY: errno is this thread's; we run `t`, so its saved errno
+        // is ours to read.
+        unsafe { *libc::__errno_location() = t.errno() };
         report_overflows_of(t);
         // SAFETY: the running worker owns the coroutine of the task it runs:
         // the task is in no queue and no wait list while it runs.
-        let coro = unsafe { (*t.coro.get()).as_mut() }.expect("a queued task has a coroutine");
+        let coro = unsafe { t.coro_mut() }
+            .as_mut()
+            .expect("a queued task has a coroutine");
         let outcome = coro.resume(());
         // SAFETY: as above.
-        unsafe { *t.errno.get() = *libc::__errno_location() };
+        unsafe { t.set_errno(*libc::__errno_location()) };
         overflow::set_running(None);
         self.current.set(None);
         me.running.store(0, Relaxed);
@@ -684,18 +664,25 @@ impl TaskGroup {
             CoroutineResult::Yield(Suspend::Yield) => {
                 // Tasks woken while this one ran were runnable before its
                 // yield: they go first.
-                me.remote.take_all(&self.ready);
+                me.woken.take_all(&self.ready);
                 self.push_ready(t)
             }
-            CoroutineResult::Yield(Suspend::Wait(node)) => {
-                // SAFETY: the node is `t`'s wait node, alive while `t` is,
-                // and `t` cannot resume before `block` makes it runnable.
-                butex::block(self, t, unsafe { &*node })
+            CoroutineResult::Yield(Suspend::Block(blocker)) => {
+                // For the stop (`cancel_blocked`): the wait `t` is in.
+                // SAFETY: we are `t`'s home worker.
+                unsafe { t.set_blocker(Some(blocker)) };
+                // SAFETY: `t` suspended with this blocker and cannot resume
+                // before `block` lets a waker make it runnable.
+                match unsafe { blocker.get().block(t) } {
+                    Blocked::Refused => self.push_ready(t),
+                    Blocked::Waiting => {}
+                    Blocked::Sleeping(deadline) => self.note_sleep(deadline, blocker),
+                }
             }
             CoroutineResult::Yield(Suspend::Urgent(child)) => {
                 // Like a yield (the child runs first, then the tasks ready
                 // before this one's switch).
-                me.remote.take_all(&self.ready);
+                me.woken.take_all(&self.ready);
                 self.push_ready(t);
                 child.enqueued();
                 self.next.set(Some(child));
@@ -715,7 +702,7 @@ impl TaskGroup {
     /// spawn.)
     fn bind(&self, t: TaskRef) {
         // SAFETY: we are about to run `t`: we own it and its meta's fields.
-        let Some(reserved) = (unsafe { (*t.reserved.get()).take() }) else {
+        let Some(reserved) = (unsafe { t.reserved_mut().take() }) else {
             return; // bound at spawn (a large body or a stack size of its own)
         };
         let stack = {
@@ -729,21 +716,21 @@ impl TaskGroup {
             }
         };
         // SAFETY: as above; the reserved stack means the body is pending.
-        unsafe { crate::task::bind(t, stack) };
+        unsafe { meta::bind(t, stack) };
     }
 
     /// A task returned: recycle its stack, publish its end, drop its ref.
     fn finish(&self, t: TaskRef) {
         // SAFETY: the task has returned; its worker owns the coroutine.
-        let coro = unsafe { (*t.coro.get()).take() }.expect("finished task has a coroutine");
+        let coro = unsafe { t.coro_mut().take() }.expect("finished task has a coroutine");
         // SAFETY: written at spawn, read-only since.
-        let size = unsafe { *t.stack_size.get() };
-        self.shared
+        let size = unsafe { t.stack_size() };
+        self.control
             .stacks
             .give(size, coro.into_stack(), Some(&mut self.stacks.borrow_mut()));
-        GroupStats::bump(&self.me().stats.finished);
+        GroupStats::bump(&self.remote().stats.finished);
         self.started.remove(t);
-        crate::task::complete(t, crate::task::FINISHED);
+        t.publish_end(FINISHED, super::make_ready);
         meta::table().release(t, Some(&mut self.slots.borrow_mut()));
     }
 
@@ -780,7 +767,7 @@ impl TaskGroup {
     /// unmapped). A wait that somebody else ended meanwhile has its task on
     /// the way to the remote queue: it is waited for, and so is a task in
     /// `block_on`, until the task it waits for, which borrows from it, has
-    /// ended (`WaitKind::Borrowed`).
+    /// ended (`WaitKind::Uncancellable`).
     fn cancel_blocked(&self) {
         if self.started.is_empty() {
             return;
@@ -803,7 +790,9 @@ impl TaskGroup {
                 // blocked there, or its wait was just ended by another
                 // thread, which queues it remotely (we then fail to claim
                 // it).
-                ended |= unsafe { crate::butex::end_wait_at_stop(t) };
+                ended |= unsafe { t.blocker() }
+                    // SAFETY: as above: the wait is alive.
+                    .is_some_and(|b| unsafe { b.get().end_at_stop() });
             }
             self.cancel_queued();
             if ended {
@@ -833,8 +822,8 @@ impl TaskGroup {
 
     /// Any task queued on this worker (or in the injector), at stop.
     fn take_queued(&self) -> Option<TaskRef> {
-        let me = self.me();
-        me.remote.take_all(&self.ready);
+        let me = self.remote();
+        me.woken.take_all(&self.ready);
         self.next
             .take()
             .or_else(|| Self::take_lifo(me))
@@ -859,23 +848,23 @@ impl TaskGroup {
         }
         // SAFETY: the worker owns the queued task's coroutine. Dropping a
         // started coroutine unwinds its stack on this, its home, thread.
-        let coro = unsafe { (*t.coro.get()).take() };
-        crate::task::drop_cancelled(t, coro);
+        let coro = unsafe { t.coro_mut().take() };
+        meta::drop_cancelled(t, coro);
         self.unwinding_cancelled.set(false);
         overflow::set_running(None);
         // A never-run task may hold a body and a reserved stack instead.
         // SAFETY: as above.
-        let (body, reserved) = unsafe { ((*t.body.get()).take(), (*t.reserved.get()).take()) };
-        crate::task::drop_cancelled(t, body);
+        let (body, reserved) = unsafe { (t.body_mut().take(), t.reserved_mut().take()) };
+        meta::drop_cancelled(t, body);
         if let Some(stack) = reserved {
-            self.shared.stacks.give(
-                self.shared.stacks.default_size(),
+            self.control.stacks.give(
+                self.control.stacks.default_size(),
                 stack,
                 Some(&mut self.stacks.borrow_mut()),
             );
         }
         self.current.set(None);
-        crate::task::complete(t, crate::task::CANCELLED);
+        t.publish_end(CANCELLED, super::make_ready);
         meta::table().release(t, Some(&mut self.slots.borrow_mut()));
     }
 }
@@ -885,7 +874,7 @@ impl TaskGroup {
 fn report_overflows_of(t: TaskRef) {
     // SAFETY: the guard was written at binding, the size at spawn; both are
     // read-only since, and `t` is this worker's to run or unwind.
-    let (guard, stack_size) = unsafe { (*t.guard.get(), *t.stack_size.get()) };
+    let (guard, stack_size) = unsafe { (t.guard(), t.stack_size()) };
     overflow::set_running(Some(overflow::Running {
         guard_lo: guard.0,
         guard_hi: guard.1,
@@ -894,40 +883,20 @@ fn report_overflows_of(t: TaskRef) {
     }));
 }
 
+/// Retries `steal` until it settles: a task, or nothing to take.
+fn settle(mut steal: impl FnMut() -> Steal<TaskRef>) -> Option<TaskRef> {
+    loop {
+        match steal() {
+            Steal::Success(t) => return Some(t),
+            Steal::Retry => continue,
+            Steal::Empty => return None,
+        }
+    }
+}
+
 /// A stride coprime with `n`, so that `start + i * stride` visits every
 /// worker once.
 fn stride_for(n: usize) -> usize {
     const PRIMES: [usize; 6] = [7, 11, 13, 17, 19, 23];
     PRIMES.iter().copied().find(|p| n % p != 0).unwrap_or(1)
-}
-
-/// Switches the current task out with `reason`. Must be called on a task.
-///
-/// A task never suspends while a panic unwinds: the panic count is per OS
-/// thread, and whatever ran next on this worker would inherit it
-/// (coio-rs #70). Callers check [`can_suspend`] first and fall back to
-/// blocking the thread.
-pub(crate) fn suspend(t: TaskRef, reason: Suspend) {
-    debug_assert!(can_suspend());
-    // SAFETY: set by the task's entry closure before any user code runs;
-    // the yielder lives on the task's stack, which is the stack we run on.
-    let y = unsafe {
-        debug_assert!(
-            !(*t.yielder.get()).is_null(),
-            "{} suspends outside its body",
-            t.id()
-        );
-        &**t.yielder.get()
-    };
-    let here = 0u8;
-    // SAFETY: `switched_out_at` is touched on the task's home worker's
-    // thread only: here, by the task, and by the worker that queues it.
-    unsafe { *t.switched_out_at.get() = ptr::addr_of!(here) as usize };
-    y.suspend(reason);
-}
-
-/// Whether the current task may switch out now.
-#[inline]
-pub(crate) fn can_suspend() -> bool {
-    !std::thread::panicking()
 }

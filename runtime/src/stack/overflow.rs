@@ -23,7 +23,7 @@ pub(crate) struct Running {
     /// The guard page: `[guard_lo, guard_hi)`.
     pub(crate) guard_lo: usize,
     pub(crate) guard_hi: usize,
-    pub(crate) id: crate::TaskId,
+    pub(crate) id: crate::id::TaskId,
     pub(crate) stack_size: usize,
 }
 

@@ -1,24 +1,25 @@
 //! `TaskControl`: the workers of one runtime and how idle ones are woken.
 //!
-//! [`Shared`] is what every worker and every spawner of a runtime sees: one
-//! [`GroupShared`] per worker (its remote queue and the thief end of its
+//! [`TaskControl`] is what every worker and every spawner of a runtime sees: one
+//! [`GroupRemote`] per worker (its remote queue and the thief end of its
 //! deque), the injector for spawns from plain threads, the 4 `ParkingLot`s
 //! idle workers sleep on (worker `i` on lot `i % 4`, which spreads wake-up
 //! traffic), the stack pool and the counters.
 //!
 //! How idle workers are parked and woken is the protocol of `idle.rs`.
 
-use crate::idle::Idle;
-use crate::meta::TaskRef;
-use crate::queue::RemoteQueue;
+use super::affinity::Cpus;
+use super::idle::Idle;
+use super::queue::RemoteQueue;
+use crate::loom::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed,
+    Ordering::Release, Ordering::SeqCst,
+};
+use crate::loom::sync::Mutex;
+use crate::meta::{TaskMeta, TaskRef};
 use crate::stack::StackPool;
 use crossbeam_deque::{Injector, Stealer};
-use std::sync::atomic::{
-    AtomicBool, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
-    Ordering::SeqCst,
-};
-
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::thread::JoinHandle;
 
 /// The most workers one runtime may have.
@@ -35,7 +36,7 @@ pub(crate) struct Config {
     /// `Builder::idle_poll`.
     pub(crate) idle_poll: std::time::Duration,
     /// The CPUs the workers may use (see `affinity.rs`).
-    pub(crate) cpus: crate::affinity::Cpus,
+    pub(crate) cpus: Cpus,
 }
 
 /// Counters a worker writes and anyone reads. Only the owning worker writes
@@ -58,25 +59,39 @@ impl GroupStats {
 
 /// The part of a worker (`TaskGroup`) that other threads touch.
 #[derive(Debug)]
-pub(crate) struct GroupShared {
+pub(crate) struct GroupRemote {
     /// Tasks pushed by other threads: wake-ups of tasks pinned here.
-    pub(crate) remote: RemoteQueue,
-    /// Calls of [`Shared::push_remote`] to this worker still under way.
+    pub(crate) woken: RemoteQueue,
+    /// Calls of [`TaskControl::push_remote`] to this worker still under way.
     pub(crate) wakers: AtomicUsize,
     /// The thief end of the worker's deque of never-run tasks.
     pub(crate) stealer: Stealer<TaskRef>,
     /// The task this worker spawned last (never run; see `group.rs`).
-    pub(crate) lifo: std::sync::atomic::AtomicPtr<crate::meta::TaskMeta>,
+    pub(crate) lifo: AtomicPtr<TaskMeta>,
     pub(crate) stats: GroupStats,
     /// The id of the task the worker is running, 0 between tasks (read by
     /// the stall watchdog).
     pub(crate) running: AtomicU64,
 }
 
+impl GroupRemote {
+    /// The remote part of a new worker whose deque's thief end is `stealer`.
+    pub(crate) fn new(stealer: Stealer<TaskRef>) -> Self {
+        GroupRemote {
+            woken: RemoteQueue::new(),
+            wakers: AtomicUsize::new(0),
+            stealer,
+            lifo: AtomicPtr::new(std::ptr::null_mut()),
+            stats: GroupStats::default(),
+            running: AtomicU64::new(0),
+        }
+    }
+}
+
 /// A runtime's shared state; see the module docs.
 #[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) groups: Box<[OnceLock<GroupShared>]>,
+pub(crate) struct TaskControl {
+    pub(crate) groups: Box<[OnceLock<GroupRemote>]>,
     /// Workers started so far (groups `0..workers` exist).
     pub(crate) workers: AtomicUsize,
     pub(crate) idle: Idle,
@@ -94,9 +109,9 @@ pub(crate) struct Shared {
     pub(crate) watchdog: OnceLock<spindle_timer::TimerId>,
 }
 
-impl Shared {
+impl TaskControl {
     pub(crate) fn new(config: Config) -> Self {
-        Shared {
+        TaskControl {
             groups: (0..MAX_WORKERS).map(|_| OnceLock::new()).collect(),
             workers: AtomicUsize::new(0),
             idle: Idle::new(MAX_WORKERS),
@@ -111,7 +126,7 @@ impl Shared {
         }
     }
 
-    pub(crate) fn group(&self, i: usize) -> Option<&GroupShared> {
+    pub(crate) fn group(&self, i: usize) -> Option<&GroupRemote> {
         self.groups.get(i)?.get()
     }
 
@@ -129,7 +144,7 @@ impl Shared {
     /// the push on, the task may run, end, and the runtime be dropped while
     /// this call still has the wake-up to make. So `wakers` counts the call
     /// from before the push to its last touch of `self`, and dropping
-    /// `Shared` waits until no call is under way.
+    /// `TaskControl` waits until no call is under way.
     pub(crate) fn push_remote(&self, task: TaskRef) {
         let home = task.home();
         let g = self
@@ -139,14 +154,14 @@ impl Shared {
         // so to the drop that follows (through the worker's exit and join).
         g.wakers.fetch_add(1, Relaxed);
         task.enqueued();
-        g.remote.push(task);
+        g.woken.push(task);
         self.idle.notify_worker(home);
         // Release: the drop that reads 0 comes after our last touch of it.
         g.wakers.fetch_sub(1, Release);
     }
 }
 
-impl Drop for Shared {
+impl Drop for TaskControl {
     fn drop(&mut self) {
         // A wake-up may still be on its way out of `push_remote` after the
         // task it queued has run and ended: let it finish (a few
@@ -159,7 +174,7 @@ impl Drop for Shared {
     }
 }
 
-/// A loom model of the `wakers` handshake of [`Shared::push_remote`]: a
+/// A loom model of the `wakers` handshake of [`TaskControl::push_remote`]: a
 /// waker may still be touching the shared state after the task it queued
 /// has been taken and its worker has exited, and the state's drop must come
 /// after that touch. The cell stands for what `notify_worker` reads; the
@@ -203,7 +218,7 @@ mod tests {
                 })
             };
             worker.join().expect("the worker does not panic");
-            // `Drop for Shared`, once the last worker is joined.
+            // `Drop for TaskControl`, once the last worker is joined.
             while s.wakers.load(Acquire) != 0 {
                 thread::yield_now();
             }

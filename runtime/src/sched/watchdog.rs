@@ -3,7 +3,7 @@
 //! A started task never leaves its worker (docs/safety.md), so a task that
 //! runs for long without suspending starves every other task pinned there.
 //! Nothing on the switch path measures time: a worker only publishes which
-//! task it is running (`GroupShared::running`, two stores per switch, the
+//! task it is running (`GroupRemote::running`, two stores per switch, the
 //! first a release) next to its switch counter. A periodic timer on the
 //! shared timer thread samples both every quarter of the threshold (or of
 //! the stack release period, if that is shorter: see below), and at least
@@ -17,9 +17,9 @@
 //! idle stacks that have become surplus (`stack.rs`), and wakes a worker to
 //! unmap them if all are parked.
 
-use crate::control::Shared;
-use std::sync::atomic::Ordering::Acquire;
-use std::sync::atomic::Ordering::Relaxed;
+use super::control::TaskControl;
+use crate::loom::sync::atomic::Ordering::{Acquire, Relaxed};
+use crate::meta::TaskId;
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
@@ -85,24 +85,27 @@ impl Seen {
 /// Starts the watchdog of a runtime; it ends with the runtime. Returns the
 /// timer to cancel at shutdown, or `None` if there is no timer thread.
 #[cfg(not(loom))]
-pub(crate) fn start(shared: Weak<Shared>, threshold: Duration) -> Option<spindle_timer::TimerId> {
+pub(crate) fn start(
+    control: Weak<TaskControl>,
+    threshold: Duration,
+) -> Option<spindle_timer::TimerId> {
     // At least SAMPLES per threshold, and several per stack release period.
     let period = (threshold / SAMPLES)
         .min(crate::stack::RELEASE_PERIOD / SAMPLES)
         .max(Duration::from_millis(1));
     // Room for every worker the runtime may grow to: the samples allocate
     // nothing after this.
-    let mut seen: Vec<Seen> = Vec::with_capacity(crate::control::MAX_WORKERS);
+    let mut seen: Vec<Seen> = Vec::with_capacity(super::control::MAX_WORKERS);
     let timer = spindle_timer::TimerThread::global();
     let first = std::time::Instant::now() + period;
     timer
         .schedule_periodic(first, period, move || {
-            if let Some(shared) = shared.upgrade() {
-                sample(&shared, &mut seen, threshold);
+            if let Some(control) = control.upgrade() {
+                sample(&control, &mut seen, threshold);
                 // The same timer keeps the stack pool: surplus stacks are
                 // unmapped by idle workers, so wake one if all are parked.
-                if shared.stacks.tick(std::time::Instant::now()) {
-                    shared.idle.notify_work(0);
+                if control.stacks.tick(std::time::Instant::now()) {
+                    control.idle.notify_work(0);
                 }
             }
         })
@@ -112,30 +115,30 @@ pub(crate) fn start(shared: Weak<Shared>, threshold: Duration) -> Option<spindle
 
 /// Under loom there is no timer thread (and no runtime is built).
 #[cfg(loom)]
-pub(crate) fn start(_: Weak<Shared>, _: Duration) -> Option<spindle_timer::TimerId> {
+pub(crate) fn start(_: Weak<TaskControl>, _: Duration) -> Option<spindle_timer::TimerId> {
     None
 }
 
 /// One look at every worker.
 #[cfg_attr(loom, allow(dead_code))]
-fn sample(shared: &Shared, seen: &mut Vec<Seen>, threshold: Duration) {
-    let workers = shared.worker_count();
+fn sample(control: &TaskControl, seen: &mut Vec<Seen>, threshold: Duration) {
+    let workers = control.worker_count();
     if seen.len() < workers {
         // A new worker's first sample starts its record afresh anyway.
         seen.resize(workers, Seen::new(Instant::now()));
     }
     for (i, s) in seen.iter_mut().enumerate() {
-        let Some(g) = shared.group(i) else { continue };
+        let Some(g) = control.group(i) else { continue };
         // Only `running` pairs with the worker (its Release store, after the
         // last run's bump): the count read after it is at least that bump.
         let before = g.stats.switches.load(Relaxed);
         let task = g.running.load(Acquire);
         let after = g.stats.switches.load(Relaxed);
         if s.observe(before, task, after, Instant::now(), threshold) {
-            shared.stalls.fetch_add(1, Relaxed);
+            control.stalls.fetch_add(1, Relaxed);
             tracing::warn!(
                 worker = i,
-                task = %crate::TaskId::from_u64(task),
+                task = %TaskId::from_u64(task),
                 "a task has run without suspending for over the stall threshold: \
                  the other tasks of its worker wait"
             );

@@ -11,12 +11,10 @@
 //!   there is no ABA problem.
 //! - [`LocalQueue`]: a FIFO list touched by its owner thread only.
 
-use crate::meta::TaskRef;
-use spindle_parking::loom::sync::atomic::{AtomicPtr, Ordering};
+use crate::loom::sync::atomic::{AtomicPtr, Ordering};
+use crate::meta::{TaskMeta, TaskRef};
 use std::cell::Cell;
 use std::ptr;
-
-use crate::meta::TaskMeta;
 
 /// A multi-producer, single-consumer queue of tasks; see the module docs.
 #[derive(Debug)]
@@ -36,7 +34,7 @@ impl RemoteQueue {
         let node = task.as_ptr();
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
-            task.next().store(head, Ordering::Relaxed);
+            task.queue_link().store(head, Ordering::Relaxed);
             // Release: the consumer that takes the chain sees `next` and
             // everything the pusher wrote to the task before.
             match self
@@ -68,8 +66,8 @@ impl RemoteQueue {
             // SAFETY: every node in the chain is a live task pushed by `push`;
             // we own the whole chain after the swap.
             let task = unsafe { TaskRef::from_ptr(node) };
-            let next = task.next().load(Ordering::Relaxed);
-            task.next().store(reversed, Ordering::Relaxed);
+            let next = task.queue_link().load(Ordering::Relaxed);
+            task.queue_link().store(reversed, Ordering::Relaxed);
             reversed = node;
             node = next;
             n += 1;
@@ -101,7 +99,7 @@ impl LocalQueue {
     }
 
     pub(crate) fn push_back(&self, task: TaskRef) {
-        task.next().store(ptr::null_mut(), Ordering::Relaxed);
+        task.queue_link().store(ptr::null_mut(), Ordering::Relaxed);
         let node = task.as_ptr();
         let tail = self.tail.get();
         if tail.is_null() {
@@ -109,7 +107,7 @@ impl LocalQueue {
         } else {
             // SAFETY: `tail` is a live task in this queue.
             unsafe { TaskRef::from_ptr(tail) }
-                .next()
+                .queue_link()
                 .store(node, Ordering::Relaxed);
         }
         self.tail.set(node);
@@ -130,7 +128,7 @@ impl LocalQueue {
         }
         // SAFETY: `head` is a live task in this queue.
         let task = unsafe { TaskRef::from_ptr(head) };
-        let next = task.next().load(Ordering::Relaxed);
+        let next = task.queue_link().load(Ordering::Relaxed);
         self.head.set(next);
         if next.is_null() {
             self.tail.set(ptr::null_mut());
@@ -145,7 +143,7 @@ impl LocalQueue {
         while !node.is_null() {
             // SAFETY: the chain holds live tasks owned by the caller.
             let task = unsafe { TaskRef::from_ptr(node) };
-            node = task.next().load(Ordering::Relaxed);
+            node = task.queue_link().load(Ordering::Relaxed);
             self.push_back(task);
         }
     }

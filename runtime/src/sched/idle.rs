@@ -35,7 +35,7 @@
 //! it on its lot, whose state moved since the worker read it: the futex wait
 //! then returns at once. `tests::loom_*` model-check this code.
 
-use spindle_parking::loom::sync::atomic::{
+use crate::loom::sync::atomic::{
     fence, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,
 };
 use spindle_parking::ParkingLot;

@@ -5,8 +5,8 @@
 //! guard region where the kernel has them (one mapping per stack, merged
 //! with its neighbours), else a `PROT_NONE` page (two mappings); see
 //! [`TaskStack`]. A new stack still costs an mmap, an madvise and the first
-//! page fault, several microseconds, and unmapping one more (25 µs on this
-//! VM when another thread of the process runs: a TLB shoot-down), so
+//! page fault, several microseconds, and unmapping one more (25 µs on a
+//! 2-vCPU VM when another thread of the process runs: a TLB shoot-down), so
 //! finished tasks give their stack back for reuse: to their worker's
 //! private cache (no lock), which trades with a shared pool in batches of
 //! [`BATCH`] (one lock per batch). Spawn takes in the same order and maps a
@@ -37,14 +37,17 @@
 //! stacks of the runtime's default size are pooled, and a task that asks
 //! for another size gets a fresh mapping, unmapped when it ends.
 
+pub(crate) mod overflow;
+
+use crate::loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use crate::loom::sync::{Mutex, MutexGuard};
 use corosensei::stack::valgrind::ValgrindStackRegistration;
 use corosensei::stack::{Stack, StackPointer};
 use std::collections::VecDeque;
 use std::io;
 use std::mem::ManuallyDrop;
 use std::ptr;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// Stacks a worker keeps for itself before handing a batch to the shared pool.
@@ -68,10 +71,29 @@ pub(crate) const RELEASE_PERIOD: Duration = Duration::from_secs(1);
 /// about 0.2 ms of munmaps (25 µs each when another thread runs).
 pub(crate) const RELEASE_CHUNK: usize = 8;
 
-/// Idle stacks in the shared pools of all runtimes.
-static POOLED: AtomicUsize = AtomicUsize::new(0);
-/// Of those, the ones marked for release.
-static MARKED: AtomicUsize = AtomicUsize::new(0);
+/// What the stacks of all runtimes amount to, counted process-wide.
+struct PoolCounts {
+    /// Idle stacks in the shared pools.
+    pooled: AtomicUsize,
+    /// Of those, the ones marked for release.
+    marked: AtomicUsize,
+    /// Stacks whose address range could not be unmapped (see `TaskStack`'s
+    /// `Drop`).
+    unmap_failures: AtomicUsize,
+    /// Pools made so far: the next one's id, less one.
+    pools: AtomicU64,
+}
+
+/// The process-wide [`PoolCounts`].
+fn counts() -> &'static PoolCounts {
+    static COUNTS: std::sync::OnceLock<PoolCounts> = std::sync::OnceLock::new();
+    COUNTS.get_or_init(|| PoolCounts {
+        pooled: AtomicUsize::new(0),
+        marked: AtomicUsize::new(0),
+        unmap_failures: AtomicUsize::new(0),
+        pools: AtomicU64::new(0),
+    })
+}
 
 /// The most idle stacks the shared pools aim to keep.
 fn shared_pool_limit() -> usize {
@@ -150,7 +172,7 @@ struct Shelf {
     /// that many have been idle the whole time.
     low_water: usize,
     /// How many of the front stacks are marked for release (counted in
-    /// [`MARKED`] too). Always at most `low_water`, which is at most the
+    /// `PoolCounts::marked` too). Always at most `low_water`, which is at most the
     /// number of stacks.
     release: usize,
     /// When the last release period began (`None` before the first tick).
@@ -170,9 +192,9 @@ impl Drop for Shelf {
 impl Shelf {
     fn set_release(&mut self, n: usize) {
         if n >= self.release {
-            MARKED.fetch_add(n - self.release, Relaxed);
+            counts().marked.fetch_add(n - self.release, Relaxed);
         } else {
-            MARKED.fetch_sub(self.release - n, Relaxed);
+            counts().marked.fetch_sub(self.release - n, Relaxed);
         }
         self.release = n;
     }
@@ -183,7 +205,7 @@ impl Shelf {
         // Unmark before uncounting, so that others never see fewer unmarked
         // stacks than there are.
         self.set_release(self.release.min(at));
-        POOLED.fetch_sub(self.stacks.len() - at, Relaxed);
+        counts().pooled.fetch_sub(self.stacks.len() - at, Relaxed);
         self.low_water = self.low_water.min(at);
         self.stacks.drain(at..)
     }
@@ -192,7 +214,7 @@ impl Shelf {
     fn pop_front(&mut self, n: usize) -> std::collections::vec_deque::Drain<'_, TaskStack> {
         let n = n.min(self.stacks.len());
         self.set_release(self.release.saturating_sub(n));
-        POOLED.fetch_sub(n, Relaxed);
+        counts().pooled.fetch_sub(n, Relaxed);
         self.low_water = self.low_water.saturating_sub(n);
         self.stacks.drain(..n)
     }
@@ -200,12 +222,14 @@ impl Shelf {
     fn push_back(&mut self, stacks: impl IntoIterator<Item = TaskStack>) {
         let before = self.stacks.len();
         self.stacks.extend(stacks);
-        POOLED.fetch_add(self.stacks.len() - before, Relaxed);
+        counts()
+            .pooled
+            .fetch_add(self.stacks.len() - before, Relaxed);
     }
 
     /// See [`StackPool::tick`]. At the end of a period, marks the stacks
     /// that stayed on the shelf all period, as far as the pools hold more
-    /// than `limit` not yet marked (reserved in [`MARKED`], so that two
+    /// than `limit` not yet marked (reserved in `PoolCounts::marked`, so that two
     /// pools do not both release the same surplus).
     #[cfg_attr(loom, allow(dead_code))]
     fn tick(&mut self, now: Instant, limit: usize) -> bool {
@@ -214,9 +238,10 @@ impl Shelf {
             first_or_ended => {
                 if first_or_ended.is_some() {
                     let idle_all_period = self.low_water - self.release;
-                    let mut marked = MARKED.load(Relaxed);
+                    let mut marked = counts().marked.load(Relaxed);
                     loop {
-                        let unmarked_surplus = POOLED
+                        let unmarked_surplus = counts()
+                            .pooled
                             .load(Relaxed)
                             .saturating_sub(limit)
                             .saturating_sub(marked);
@@ -224,9 +249,14 @@ impl Shelf {
                         if k == 0 {
                             break;
                         }
-                        match MARKED.compare_exchange_weak(marked, marked + k, Relaxed, Relaxed) {
+                        match counts().marked.compare_exchange_weak(
+                            marked,
+                            marked + k,
+                            Relaxed,
+                            Relaxed,
+                        ) {
                             Ok(_) => {
-                                // Reserved in MARKED already.
+                                // Reserved in `marked` already.
                                 self.release += k;
                                 break;
                             }
@@ -257,9 +287,8 @@ impl StackPool {
         // runtime: the first read opens /proc and maps a scratch page, which
         // has no place in the timer thread's first tick or a worker's loop.
         let _ = shared_pool_ceiling();
-        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         StackPool {
-            id: NEXT_ID.fetch_add(1, Relaxed),
+            id: counts().pools.fetch_add(1, Relaxed) + 1,
             size,
             shared: Arc::new(Mutex::new(Shelf::default())),
         }
@@ -376,7 +405,7 @@ impl StackPool {
     /// Whether any pool has stacks marked for release: one load, so that a
     /// worker about to park takes no lock in the common case.
     pub(crate) fn has_marked(&self) -> bool {
-        MARKED.load(Relaxed) > 0
+        counts().marked.load(Relaxed) > 0
     }
 
     /// Unmaps up to [`RELEASE_CHUNK`] of the stacks marked for release, and
@@ -394,7 +423,7 @@ impl StackPool {
             if shelf.release == 0 {
                 return false;
             }
-            let surplus = POOLED.load(Relaxed).saturating_sub(limit);
+            let surplus = counts().pooled.load(Relaxed).saturating_sub(limit);
             let n = shelf.release.min(RELEASE_CHUNK).min(surplus);
             if n == 0 {
                 shelf.set_release(0);
@@ -412,21 +441,19 @@ impl StackPool {
     }
 
     fn lock(&self) -> MutexGuard<'_, Shelf> {
-        lock(&self.shared)
+        crate::loom::lock(&self.shared)
     }
-}
-
-fn lock(shelf: &Mutex<Shelf>) -> MutexGuard<'_, Shelf> {
-    // The pool holds plain values; a panic elsewhere cannot leave it torn.
-    shelf.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Puts `stacks` on `shelf`; unmaps the coldest ones beyond the ceiling.
 fn shelve(shelf: &Mutex<Shelf>, stacks: impl IntoIterator<Item = TaskStack>) {
     let over: Vec<TaskStack> = {
-        let mut shelf = lock(shelf);
+        let mut shelf = crate::loom::lock(shelf);
         shelf.push_back(stacks);
-        let over = POOLED.load(Relaxed).saturating_sub(shared_pool_ceiling());
+        let over = counts()
+            .pooled
+            .load(Relaxed)
+            .saturating_sub(shared_pool_ceiling());
         shelf.pop_front(over).collect()
     };
     drop(over); // unmapped, outside the lock
@@ -504,9 +531,6 @@ unsafe impl Stack for TaskStack {
     }
 }
 
-/// Stacks whose address range could not be unmapped (see `Drop`).
-static UNMAP_FAILURES: AtomicUsize = AtomicUsize::new(0);
-
 impl Drop for TaskStack {
     fn drop(&mut self) {
         // SAFETY: registered in `map`, dropped once, here.
@@ -524,7 +548,7 @@ impl Drop for TaskStack {
         // address space, not of memory.
         // SAFETY: as above; the pages are dropped, the mapping stays ours.
         unsafe { libc::madvise(start, self.len, libc::MADV_DONTNEED) };
-        if UNMAP_FAILURES.fetch_add(1, Relaxed) == 0 {
+        if counts().unmap_failures.fetch_add(1, Relaxed) == 0 {
             tracing::warn!(
                 error = %io::Error::last_os_error(),
                 "could not unmap a task stack (its memory is given back, its \

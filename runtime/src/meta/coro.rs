@@ -1,0 +1,117 @@
+//! The coroutine a task runs on, and dropping what a task leaves behind.
+//!
+//! A task's coroutine is built on its stack when it first runs (or at
+//! spawn, for a body too large to keep in its meta): [`bind`] takes the
+//! pending body out of the meta, [`install_coroutine`] builds the coroutine
+//! and records the stack's guard page for overflow reports. A coroutine is
+//! resumed with `()` and suspends with a [`Suspend`] reason; its entry
+//! records the yielder it suspends through in the meta, before the body
+//! runs.
+
+use super::seam::Suspend;
+use super::TaskRef;
+use crate::stack::{self, TaskStack};
+use corosensei::{Coroutine, Yielder};
+use std::panic::{self, AssertUnwindSafe};
+
+/// A task's coroutine: resumed with `()`, suspends with a [`Suspend`] reason.
+pub(crate) type Coro = Coroutine<(), Suspend, (), TaskStack>;
+/// What a task switches out through.
+pub(crate) type TaskYielder = Yielder<(), Suspend>;
+
+/// A task body on its way into a coroutine built at spawn. If the
+/// coroutine is dropped before it ever runs (its task cancelled at
+/// shutdown), corosensei drops the body under a guard that aborts the
+/// process on a panic: so a `Drop` of its captures that panics is contained
+/// here.
+struct UnrunBody<B> {
+    t: TaskRef,
+    body: Option<B>,
+}
+
+impl<B: FnOnce(TaskRef)> UnrunBody<B> {
+    fn run(mut self, y: &TaskYielder) {
+        // SAFETY: we are the task, entering its body: the yielder lives on
+        // our stack for as long as the body runs.
+        unsafe { self.t.set_yielder(y) };
+        let body = self.body.take().expect("a body runs once");
+        body(self.t);
+    }
+}
+
+impl<B> Drop for UnrunBody<B> {
+    fn drop(&mut self) {
+        if let Some(body) = self.body.take() {
+            drop_cancelled(self.t, body);
+        }
+    }
+}
+
+/// Builds `t`'s coroutine on `stack` to run `body`, and records the stack's
+/// guard page as `t`'s for overflow reports.
+///
+/// # Safety
+/// The caller owns `t` (nobody else sees it, or it is about to run it), and
+/// what `body` borrows outlives the task.
+pub(crate) unsafe fn install_coroutine<B>(t: TaskRef, stack: TaskStack, body: B)
+where
+    B: FnOnce(TaskRef),
+{
+    // corosensei's limit is the bottom of the mapping, whose first page is
+    // the guard page.
+    let limit = corosensei::stack::Stack::limit(&stack).get();
+    let body = UnrunBody {
+        t,
+        body: Some(body),
+    };
+    let entry = move |y: &TaskYielder, ()| body.run(y);
+    // SAFETY: the caller promises that what `body` borrows outlives the
+    // task; corosensei needs nothing else of a non-'static closure.
+    let coro: Coro = unsafe { Coroutine::with_stack_unchecked(stack, entry) };
+    // SAFETY: the caller owns the task; the guard is read only while it runs.
+    unsafe {
+        t.guard
+            .with_mut(|p| *p = (limit, limit + stack::page_size()));
+        *t.coro_mut() = Some(coro);
+    }
+}
+
+/// Builds the coroutine of a never-run task whose body waits in its meta,
+/// on `stack` (its reserved stack or one its worker had at hand).
+///
+/// # Safety
+/// The caller owns `t` (it is about to run it) and `t` has a pending body.
+pub(crate) unsafe fn bind(t: TaskRef, stack: TaskStack) {
+    // SAFETY: the caller owns the task and its meta's body.
+    let body = unsafe { t.body_mut().take() };
+    // SAFETY: the caller owns the task; what the body borrows outlives it
+    // (promised when the body was stored).
+    unsafe { install_coroutine(t, stack, move |t| body.run(t)) };
+}
+
+/// Drops `v`, which belongs to task `t`, where a panic has nowhere to go:
+/// a `Drop` that panics is reported (`what` says what was dropped; at debug
+/// level if `expected` says the unwind was the runtime's own), and the
+/// caller goes on.
+pub(crate) fn drop_contained<V>(t: TaskRef, what: &str, expected: impl FnOnce() -> bool, v: V) {
+    if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| drop(v))) {
+        let panic = crate::error::panic_message(&*p);
+        if expected() {
+            tracing::debug!(task = %t.id(), panic, "unwound while dropping {what}");
+        } else {
+            tracing::warn!(task = %t.id(), panic, "dropping {what} panicked");
+        }
+        // The payload's own `Drop` may panic in turn: contain that one too
+        // (and leak it).
+        if let Err(again) = panic::catch_unwind(AssertUnwindSafe(|| drop(p))) {
+            std::mem::forget(again);
+        }
+    }
+}
+
+/// Drops what a cancelled task held (its coroutine, or its body's
+/// captures). A `Drop` that panics must not take the worker down with it,
+/// nor leak what the cancel does next.
+pub(crate) fn drop_cancelled<V>(t: TaskRef, held: V) {
+    drop_contained(t, "a cancelled task's captures", || false, held);
+}

@@ -1,0 +1,108 @@
+//! The seam between the scheduler and what waits.
+//!
+//! A task switches out with a [`Suspend`] reason, and its worker acts on it
+//! only once the task's stack is no longer running (bthread's "remained"
+//! callback, tokio's `Schedule`, may's `EventSource::subscribe`). A task
+//! that waits names a [`Blocker`]: the worker calls [`Blocker::block`]
+//! after the switch, and that is where the wait becomes visible to wakers
+//! and timers, so nothing can resume a stack that still runs. The worker
+//! knows nothing else of waits: butexes, sleeps and whatever waits come
+//! later (I/O readiness, channels) implement `Blocker` in the wait layer,
+//! and reach the scheduler only through it and through `make_ready`.
+
+use super::TaskRef;
+use std::ptr::NonNull;
+use std::time::Instant;
+
+/// Why a task switched out; acted upon by its worker after the switch.
+#[derive(Debug)]
+pub(crate) enum Suspend {
+    /// Queue me behind the other ready tasks.
+    Yield,
+    /// Block me in this wait; it is mine (alive) until I resume.
+    Block(BlockerRef),
+    /// Run this never-run child now, then me.
+    Urgent(TaskRef),
+}
+
+/// What a worker does after [`Blocker::block`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Blocked {
+    /// The wait was refused (its value moved, an interrupt was pending):
+    /// the task runs again at once.
+    Refused,
+    /// The task waits; a waker or a timer will make it ready.
+    Waiting,
+    /// The task sleeps until this instant, with its timer armed: if its
+    /// worker is idle then, it ends the sleep itself
+    /// ([`Blocker::end_due_sleep`]) instead of waiting for the timer
+    /// thread's wake-up (which is what makes sleeps accurate).
+    Sleeping(Instant),
+}
+
+/// A wait a task is blocked in, seen from its worker; see the module docs.
+///
+/// # Safety
+/// Implementors promise what the worker relies on: after `block` returns
+/// anything but `Refused`, the task is made ready (through `make_ready`)
+/// exactly once, by whoever ends the wait; `end_due_sleep` and
+/// `end_at_stop` end the wait that way or not at all.
+pub(crate) unsafe trait Blocker {
+    /// Makes the wait visible: links it where wakers find it, arms its
+    /// timer. Called once, by the task's worker, after the switch.
+    ///
+    /// # Safety
+    /// `t` is the task that suspended with this blocker, and has not
+    /// resumed.
+    unsafe fn block(&self, t: TaskRef) -> Blocked;
+
+    /// The worker, idle, found a sleep it noted (`Blocked::Sleeping`) due:
+    /// end it now, unless its timer already has.
+    ///
+    /// # Safety
+    /// The task has not resumed, and this runs on its worker (so it cannot
+    /// resume meanwhile).
+    unsafe fn end_due_sleep(&self);
+
+    /// The runtime stops: end the wait so that the task is queued on its
+    /// worker, which then unwinds it. Returns `false` if the wait had
+    /// ended already (the task is on its way to its worker), or may not be
+    /// cut short (`WaitKind::Uncancellable`).
+    ///
+    /// # Safety
+    /// As [`end_due_sleep`](Self::end_due_sleep).
+    unsafe fn end_at_stop(&self) -> bool;
+}
+
+/// A pointer to the [`Blocker`] a task waits in. It lives as long as the
+/// wait: until the task resumes (see [`Suspend::Block`]).
+#[derive(Clone, Copy)]
+pub(crate) struct BlockerRef(NonNull<dyn Blocker>);
+
+impl std::fmt::Debug for BlockerRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("BlockerRef").field(&self.addr()).finish()
+    }
+}
+
+impl BlockerRef {
+    /// A pointer to `b`, which its task's wait keeps alive until the task
+    /// resumes.
+    pub(crate) fn new(b: &(dyn Blocker + 'static)) -> Self {
+        BlockerRef(NonNull::from(b))
+    }
+
+    /// The blocker.
+    ///
+    /// # Safety
+    /// Its task has not resumed since it suspended with this blocker.
+    pub(crate) unsafe fn get(&self) -> &dyn Blocker {
+        // SAFETY: the caller's contract: the wait is alive.
+        unsafe { self.0.as_ref() }
+    }
+
+    /// Its address, to tell blockers apart.
+    pub(crate) fn addr(&self) -> *const () {
+        self.0.as_ptr().cast::<()>().cast_const()
+    }
+}

@@ -1,0 +1,102 @@
+//! The scheduler: who runs tasks.
+//!
+//! A runtime is a [`TaskControl`] (its shared state: workers, the 4
+//! ParkingLots, the injector, the stack pool) and one [`TaskGroup`] per
+//! worker thread (its queues, its run loop, stealing, the idle protocol,
+//! idle polling). The stall watchdog and the workers' CPU affinity are
+//! here too.
+//!
+//! The scheduler never imports the wait layer. A task that waits switches
+//! out with `Suspend::Block`, and its worker acts on the wait only through
+//! the seam (`meta::seam::Blocker`); waits hand woken tasks back through
+//! [`make_ready`]. This module's functions are what the layers above use:
+//! which task runs here, how it switches out, how a woken task is queued.
+
+mod affinity;
+mod control;
+mod group;
+mod idle;
+mod idle_poll;
+mod queue;
+mod watchdog;
+
+pub(crate) use affinity::Cpus;
+pub(crate) use control::{Config, GroupRemote, GroupStats, TaskControl, MAX_WORKERS};
+pub(crate) use group::{
+    current_group, current_task, TaskGroup, DEFAULT_IDLE_POLL, DEFAULT_SLEEP_SPIN, HELD_UP_WARNING,
+};
+pub(crate) use watchdog::{start as start_watchdog, DEFAULT_STALL_THRESHOLD};
+
+use crate::meta::seam::Suspend;
+use crate::meta::TaskRef;
+use std::ptr;
+
+/// Switches the current task out with `reason`. Must be called on a task,
+/// by the task itself.
+///
+/// A task never suspends while a panic unwinds: the panic count is per OS
+/// thread, and whatever ran next on this worker would inherit it
+/// (coio-rs #70). Callers check [`can_suspend`] first and fall back to
+/// blocking the thread.
+pub(crate) fn suspend(t: TaskRef, reason: Suspend) {
+    debug_assert!(can_suspend());
+    // SAFETY: we are the task itself, inside its body: its yielder lives on
+    // the stack we run on.
+    let y = unsafe { t.yielder() };
+    let here = 0u8;
+    // SAFETY: we are the task itself, on its home worker's thread.
+    unsafe { t.set_switched_out_at(ptr::addr_of!(here) as usize) };
+    y.suspend(reason);
+}
+
+/// Whether the current task may switch out now.
+#[inline]
+pub(crate) fn can_suspend() -> bool {
+    !std::thread::panicking()
+}
+
+/// The running task, if this thread is a worker running one and it may
+/// switch out now: the task that a wait on this thread suspends.
+#[inline]
+pub(crate) fn suspendable_task() -> Option<TaskRef> {
+    current_task().filter(|_| can_suspend())
+}
+
+/// Whether the code running on this thread is a cancelled task being
+/// unwound by its runtime's stop.
+pub(crate) fn unwinding_cancelled() -> bool {
+    current_group().is_some_and(TaskGroup::is_unwinding_cancelled)
+}
+
+/// The worker running on this thread, if it is one of `control`'s.
+#[inline]
+pub(crate) fn worker_of(control: &TaskControl) -> Option<&'static TaskGroup> {
+    current_group().filter(|g| ptr::eq(&*g.control, control))
+}
+
+/// The runtime of `t`.
+///
+/// The caller knows the runtime is alive: `t` is running on it, or it is
+/// blocked in a wait that the caller has just won (a blocked task keeps its
+/// runtime alive until it is queued: a stopping worker waits for its
+/// blocked tasks whose waits were ended elsewhere, see
+/// `TaskGroup::cancel_blocked`; from the push on, `push_remote` keeps it).
+fn control_of(t: TaskRef) -> &'static TaskControl {
+    // SAFETY: written at spawn as a `*const TaskControl` (`task::prepare`),
+    // read-only while the task lives; alive as said above.
+    unsafe { &*t.runtime().cast::<TaskControl>() }
+}
+
+/// Queues a started task that was blocked (its wait was ended by the
+/// caller): on this worker's ready list if this is its home worker, else on
+/// its home's remote queue. The one way a wait hands a task back.
+pub(crate) fn make_ready(t: TaskRef) {
+    let control = control_of(t);
+    if let Some(g) = worker_of(control) {
+        if g.index == t.home() {
+            g.push_ready(t);
+            return;
+        }
+    }
+    control.push_remote(t);
+}

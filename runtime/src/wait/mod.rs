@@ -1,0 +1,18 @@
+//! The wait layer: how a task (or a plain thread) waits, and what ends it.
+//!
+//! [`Butex`] is the one wait primitive: a task that waits switches out and
+//! hands its worker the wait through the scheduler's seam
+//! (`meta::seam::Blocker`, implemented here by the wait node), and whoever
+//! ends the wait — a waker, its timer, an interrupt, the runtime's stop —
+//! hands the task back through `sched::make_ready`. Deadline scopes
+//! ([`deadline`]) fold into every wait. Sleeps, joins, the `sync`
+//! primitives, and the waits still to come (I/O readiness, channels) are
+//! all waits of this layer: none of them adds an edge into the scheduler.
+
+mod butex;
+pub(crate) mod deadline;
+#[cfg(all(test, loom))]
+mod loom_butex;
+
+pub use butex::Butex;
+pub(crate) use butex::{signal, wait};
