@@ -682,6 +682,13 @@ impl std::ops::Deref for TaskRef {
     }
 }
 
+/// A task meta of its own for a loom model (never freed: models are
+/// tests), built inside the model as its loom types must be.
+#[cfg(all(test, loom))]
+pub(crate) fn leak_for_model() -> TaskRef {
+    TaskRef(NonNull::from(Box::leak(Box::new(TaskMeta::new(0)))))
+}
+
 // The wake lines are three cache lines (see `TaskMeta`): a field added
 // before `slot` must not push them into a fourth. (Not under loom, whose
 // atomics and locks are larger and model, not measure.)

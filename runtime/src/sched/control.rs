@@ -75,6 +75,29 @@ pub(crate) struct GroupRemote {
 }
 
 impl GroupRemote {
+    /// Queues `task`, a started task of this worker woken by another
+    /// thread, then runs `notify` (the wake-up of the worker). The call is
+    /// counted in `wakers` from before the push to after `notify`, its last
+    /// touch of the runtime: see [`TaskControl::push_remote`].
+    pub(crate) fn push_woken(&self, task: TaskRef, notify: impl FnOnce()) {
+        // Relaxed: the push below releases it to whoever takes the task, and
+        // so to the drop that follows (through the worker's exit and join).
+        self.wakers.fetch_add(1, Relaxed);
+        task.enqueued();
+        self.woken.push(task);
+        notify();
+        // Release: the drop that reads 0 comes after our last touch of it.
+        self.wakers.fetch_sub(1, Release);
+    }
+
+    /// Waits until no [`push_woken`](Self::push_woken) is under way (a few
+    /// instructions from done, unless its thread was preempted there).
+    fn wait_for_wakers(&self) {
+        while self.wakers.load(Acquire) != 0 {
+            crate::loom::thread::yield_now();
+        }
+    }
+
     /// The remote part of a new worker whose deque's thief end is `stealer`.
     pub(crate) fn new(stealer: Stealer<TaskRef>) -> Self {
         GroupRemote {
@@ -150,14 +173,7 @@ impl TaskControl {
         let g = self
             .group(home)
             .expect("a started task's home worker exists");
-        // Relaxed: the push below releases it to whoever takes the task, and
-        // so to the drop that follows (through the worker's exit and join).
-        g.wakers.fetch_add(1, Relaxed);
-        task.enqueued();
-        g.woken.push(task);
-        self.idle.notify_worker(home);
-        // Release: the drop that reads 0 comes after our last touch of it.
-        g.wakers.fetch_sub(1, Release);
+        g.push_woken(task, || self.idle.notify_worker(home));
     }
 }
 
@@ -167,64 +183,11 @@ impl Drop for TaskControl {
         // task it queued has run and ended: let it finish (a few
         // instructions, unless its thread was preempted there).
         for g in self.groups.iter().filter_map(OnceLock::get) {
-            while g.wakers.load(Acquire) != 0 {
-                std::thread::yield_now();
-            }
+            g.wait_for_wakers();
         }
     }
 }
 
-/// A loom model of the `wakers` handshake of [`TaskControl::push_remote`]: a
-/// waker may still be touching the shared state after the task it queued
-/// has been taken and its worker has exited, and the state's drop must come
-/// after that touch. The cell stands for what `notify_worker` reads; the
-/// flag for the remote queue (a release push, an acquire take).
 #[cfg(all(test, loom))]
-mod tests {
-    use loom::cell::UnsafeCell;
-    use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
-    use loom::sync::Arc;
-    use loom::thread;
-
-    #[derive(Default)]
-    struct State {
-        wakers: AtomicUsize,
-        queued: AtomicBool,
-        idle: UnsafeCell<u32>,
-    }
-
-    #[test]
-    fn loom_the_drop_waits_for_a_waker_on_its_way_out() {
-        loom::model(|| {
-            let s = Arc::new(State::default());
-            let waker = {
-                let s = s.clone();
-                thread::spawn(move || {
-                    s.wakers.fetch_add(1, Relaxed);
-                    s.queued.store(true, Release);
-                    // SAFETY (of the model): loom checks this read against
-                    // the drop's write below.
-                    s.idle.with(|v| unsafe { v.read() });
-                    s.wakers.fetch_sub(1, Release);
-                })
-            };
-            let worker = {
-                let s = s.clone();
-                thread::spawn(move || {
-                    // Takes the task, runs it to its end, exits.
-                    while !s.queued.load(Acquire) {
-                        thread::yield_now();
-                    }
-                })
-            };
-            worker.join().expect("the worker does not panic");
-            // `Drop for TaskControl`, once the last worker is joined.
-            while s.wakers.load(Acquire) != 0 {
-                thread::yield_now();
-            }
-            // SAFETY (of the model): the write that freeing stands for.
-            s.idle.with_mut(|v| unsafe { v.write(0) });
-            waker.join().expect("the waker does not panic");
-        });
-    }
-}
+#[path = "loom_control.rs"]
+mod loom_control;

@@ -40,6 +40,7 @@
 //! running: the task is not visible to them until the switch is complete.
 
 use super::control::{GroupRemote, GroupStats, TaskControl};
+use super::idle::{IdleWorker, Look};
 use super::idle_poll::PollWindow;
 use super::queue::LocalQueue;
 use crate::loom::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
@@ -369,42 +370,8 @@ impl TaskGroup {
         // grows the deque: a 16 KiB task stack overflowed on it in debug
         // builds (tests/stack_release.rs).
         drop(crossbeam_epoch::pin());
-        self.control.idle.start_searching();
-        let mut searching = true;
-        // Since a search began, until a task is found: that task is
-        // reported to `poll`.
-        let mut idle = false;
-        loop {
-            if self.control.stopping.load(Relaxed) {
-                break;
-            }
-            let task = match self.next_local() {
-                Some(t) => Some(t),
-                None => {
-                    idle = true;
-                    self.search(&mut searching)
-                }
-            };
-            if let Some(t) = task {
-                if idle {
-                    idle = false;
-                    self.poll.work_found(t.woken_by_timer());
-                }
-                if searching {
-                    searching = false;
-                    self.control
-                        .idle
-                        .found_work(self.index, || self.stealable_in_sight());
-                }
-                self.run_task(t);
-            } else if !searching {
-                searching = true;
-                self.control.idle.start_searching();
-            }
-        }
-        if searching {
-            self.control.idle.stop_searching();
-        }
+        // The loop (idle.rs): local work, else `look`, else park.
+        self.control.idle.work(self);
         self.cancel_queued();
         self.cancel_blocked();
         // The runtime is stopping: unmap our stacks and the pool's here. The
@@ -525,19 +492,20 @@ impl TaskGroup {
                 .any(|g| !g.stealer.is_empty() || !g.lifo.load(Relaxed).is_null())
     }
 
-    /// Looks for work (for as long as `poll` says), then parks, until work
-    /// or the stop arrives.
-    fn search(&self, searching: &mut bool) -> Option<TaskRef> {
+    /// Looks for work elsewhere (for as long as `poll` says), ending due
+    /// sleeps of its own meanwhile; then says whether to park, and until
+    /// when (`IdleWorker::look`).
+    fn search(&self) -> Look<TaskRef> {
         let start = Instant::now();
         let look_until = self.poll.look_until(start);
         let mut round = 0u32;
         loop {
             let lifo = round >= LIFO_GRACE_ROUNDS;
             if let Some(t) = self.steal(lifo).or_else(|| self.next_local()) {
-                return Some(t);
+                return Look::Found(t);
             }
             if self.control.stopping.load(Relaxed) {
-                return None;
+                return Look::Again;
             }
             round += 1;
             let mut pause = true;
@@ -545,7 +513,7 @@ impl TaskGroup {
                 let now = Instant::now();
                 self.end_due_sleep(now);
                 if let Some(t) = self.ready.pop_front() {
-                    return Some(t);
+                    return Look::Found(t);
                 }
                 // Just before the deadline, poll the clock without pausing.
                 pause = now + SLEEP_POLL_WINDOW < s.deadline;
@@ -559,7 +527,7 @@ impl TaskGroup {
                 // pool's surplus stacks meanwhile, as a worker about to park
                 // does below.
                 if now >= start + SPIN_TIME && self.release_surplus_stacks(now) {
-                    return None;
+                    return Look::Again;
                 }
             }
             if pause {
@@ -582,29 +550,17 @@ impl TaskGroup {
                 // Not parking, so the last look of `park` will not come
                 // either: take its place, LIFO slots included (the spin
                 // above may have ended before it looked at them).
-                return self.steal(true);
+                return self.steal(true).map_or(Look::Again, Look::Found);
             }
             until = Some(s.deadline - ahead);
         }
         // Nothing to run for a while: give back surplus stacks, then look
         // again.
         if self.release_surplus_stacks(Instant::now()) {
-            return None;
+            return Look::Again;
         }
         // Park (see idle.rs for the handshake).
-        let me = self.remote();
-        let (slept, found) = self.control.idle.park(
-            self.index,
-            searching,
-            || self.control.stopping.load(Relaxed),
-            || self.next_local().or_else(|| self.steal(true)),
-            || self.stealable_in_sight(),
-            until,
-        );
-        if slept {
-            GroupStats::bump(&me.stats.parks);
-        }
-        found
+        Look::Park(until)
     }
 
     /// When idle: unmaps a chunk of the pool's surplus stacks, if it has
@@ -866,6 +822,45 @@ impl TaskGroup {
         self.current.set(None);
         t.publish_end(CANCELLED, super::make_ready);
         meta::table().release(t, Some(&mut self.slots.borrow_mut()));
+    }
+}
+
+impl IdleWorker for TaskGroup {
+    type Task = TaskRef;
+
+    fn index(&self) -> usize {
+        self.index
+    }
+
+    fn stopping(&self) -> bool {
+        self.control.stopping.load(Relaxed)
+    }
+
+    fn next_local(&self) -> Option<TaskRef> {
+        TaskGroup::next_local(self)
+    }
+
+    fn look(&self) -> Look<TaskRef> {
+        self.search()
+    }
+
+    fn last_look(&self) -> Option<TaskRef> {
+        TaskGroup::next_local(self).or_else(|| self.steal(true))
+    }
+
+    fn stealable_in_sight(&self) -> bool {
+        TaskGroup::stealable_in_sight(self)
+    }
+
+    fn parked(&self) {
+        GroupStats::bump(&self.remote().stats.parks);
+    }
+
+    fn run(&self, t: TaskRef, after_idle: bool) {
+        if after_idle {
+            self.poll.work_found(t.woken_by_timer());
+        }
+        self.run_task(t);
     }
 }
 

@@ -33,12 +33,18 @@
 //! Each side has a `SeqCst` fence between its write and its read, so either
 //! the last look finds the work, or the producer sees the worker and signals
 //! it on its lot, whose state moved since the worker read it: the futex wait
-//! then returns at once. `tests::loom_*` model-check this code.
+//! then returns at once.
+//!
+//! The worker loop itself is here too ([`Idle::work`]), generic over
+//! [`IdleWorker`]: `TaskGroup` implements it with its queues, and the loom
+//! models (`loom_idle.rs`) with queues of numbers, so that they check the
+//! very loop the workers run, with the real handshakes.
 
 use crate::loom::sync::atomic::{
     fence, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,
 };
 use spindle_parking::ParkingLot;
+use std::time::Instant;
 
 /// The number of ParkingLots (bthread's `PARKING_LOT_NUM`). One under loom,
 /// so that the models' two workers share their lot.
@@ -51,6 +57,41 @@ const MAX_SIGNAL: usize = 2;
 const AWAKE: u8 = 0;
 const PARKED: u8 = 1;
 const NOTIFIED: u8 = 2;
+
+/// A worker as the idle protocol sees it: where its work comes from, and
+/// how it runs what it found. See [`Idle::work`].
+pub(crate) trait IdleWorker {
+    type Task;
+    /// The worker's index in its runtime.
+    fn index(&self) -> usize;
+    /// Whether its runtime is stopping.
+    fn stopping(&self) -> bool;
+    /// Work of its own, if any (no stealing).
+    fn next_local(&self) -> Option<Self::Task>;
+    /// Nothing local: looks elsewhere (steals, spins, ends its own due
+    /// sleeps), and says what next.
+    fn look(&self) -> Look<Self::Task>;
+    /// The last look of a worker about to park (after it published that it
+    /// parks: see the module docs).
+    fn last_look(&self) -> Option<Self::Task>;
+    /// Whether stealable work is in sight for another worker.
+    fn stealable_in_sight(&self) -> bool;
+    /// The worker slept on its lot (for stats).
+    fn parked(&self);
+    /// Runs a task it found; `after_idle` if it found it by searching.
+    fn run(&self, t: Self::Task, after_idle: bool);
+}
+
+/// What a worker's [`IdleWorker::look`] found.
+#[derive(Debug)]
+pub(crate) enum Look<T> {
+    /// A task to run.
+    Found(T),
+    /// Nothing yet, but no park now: look again from the top of the loop.
+    Again,
+    /// Nothing: park, until this instant if any.
+    Park(Option<Instant>),
+}
 
 /// The idle state of one runtime; see the module docs.
 #[derive(Debug)]
@@ -99,7 +140,7 @@ impl Idle {
     }
 
     /// A worker starts looking for work.
-    pub(crate) fn start_searching(&self) {
+    fn start_searching(&self) {
         self.searching.fetch_add(1, SeqCst);
     }
 
@@ -109,7 +150,7 @@ impl Idle {
     /// somebody was searching, is still spread. (Without `more`, every wake
     /// of a parked worker for one pinned task would wake a second worker
     /// for nothing.)
-    pub(crate) fn found_work(&self, me: usize, more: impl FnOnce() -> bool) {
+    fn found_work(&self, me: usize, more: impl FnOnce() -> bool) {
         let last = self.searching.fetch_sub(1, SeqCst) == 1;
         self.after_last_searcher(me, last, more);
     }
@@ -129,7 +170,7 @@ impl Idle {
     }
 
     /// A searching worker leaves for good (runtime stop).
-    pub(crate) fn stop_searching(&self) {
+    fn stop_searching(&self) {
         self.searching.fetch_sub(1, SeqCst);
     }
 
@@ -188,6 +229,66 @@ impl Idle {
         }
     }
 
+    /// The worker loop: runs `w`'s work until its runtime stops, searching
+    /// and parking as the module docs say. A worker starts as a searcher;
+    /// it stops being one when it finds work (`found_work`) or parks, and
+    /// becomes one again when it runs out.
+    pub(crate) fn work<W: IdleWorker>(&self, w: &W) {
+        self.start_searching();
+        let mut searching = true;
+        // Set from a fruitless look until a task is found: that task is
+        // the first after a search.
+        let mut idle = false;
+        loop {
+            if w.stopping() {
+                break;
+            }
+            let task = match w.next_local() {
+                Some(t) => Some(t),
+                None => {
+                    idle = true;
+                    self.search(w, &mut searching)
+                }
+            };
+            if let Some(t) = task {
+                if searching {
+                    searching = false;
+                    self.found_work(w.index(), || w.stealable_in_sight());
+                }
+                w.run(t, std::mem::take(&mut idle));
+            } else if !searching {
+                searching = true;
+                self.start_searching();
+            }
+        }
+        if searching {
+            self.stop_searching();
+        }
+    }
+
+    /// One search of [`work`](Self::work): `w`'s look, then a park if it
+    /// says so.
+    fn search<W: IdleWorker>(&self, w: &W, searching: &mut bool) -> Option<W::Task> {
+        match w.look() {
+            Look::Found(t) => Some(t),
+            Look::Again => None,
+            Look::Park(until) => {
+                let (slept, found) = self.park(
+                    w.index(),
+                    searching,
+                    || w.stopping(),
+                    || w.last_look(),
+                    || w.stealable_in_sight(),
+                    until,
+                );
+                if slept {
+                    w.parked();
+                }
+                found
+            }
+        }
+    }
+
     /// Parks worker `me` on its lot unless `last_look` finds work (which is
     /// then returned) or `stopping` says the runtime stops; `until` bounds
     /// the sleep. `more` is `found_work`'s, for when the last look finds
@@ -195,14 +296,14 @@ impl Idle {
     /// worker gives that up to park, and comes back a searcher if a producer
     /// picked it (see the module docs). Returns whether the worker actually
     /// slept, and the work found.
-    pub(crate) fn park<T>(
+    fn park<T>(
         &self,
         me: usize,
         searching: &mut bool,
         stopping: impl Fn() -> bool,
         last_look: impl FnOnce() -> Option<T>,
         more: impl FnOnce() -> bool,
-        until: Option<std::time::Instant>,
+        until: Option<Instant>,
     ) -> (bool, Option<T>) {
         let lot = &self.lots[Self::lot_of(me)];
         // The state is read BEFORE the last look (see ParkingLot's docs).
@@ -242,260 +343,5 @@ impl Idle {
 }
 
 #[cfg(all(test, loom))]
-mod tests {
-    use super::*;
-    use loom::sync::atomic::AtomicBool;
-    use loom::sync::Arc;
-    use loom::thread;
-
-    /// Explores every interleaving with up to two preemptions (three, for
-    /// the models with two producers, ran for over five minutes).
-    fn model<F: Fn() + Sync + Send + 'static>(f: F) {
-        model_bounded(2, f)
-    }
-
-    fn model_bounded<F: Fn() + Sync + Send + 'static>(preemptions: usize, f: F) {
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(preemptions);
-        b.check(f);
-    }
-
-    /// A one-task queue with the orderings of the remote queue (a release
-    /// RMW to push, an acquire swap to take). Not a mutex: a mutex would
-    /// synchronize both ways and hide a missing fence. (The push must be an
-    /// RMW, as the real one is: loom 0.7 lets a later swap miss a plain
-    /// store that happens-before it, a false deadlock.)
-    struct Slot(loom::sync::atomic::AtomicU32);
-
-    impl Slot {
-        fn new() -> Self {
-            Slot(loom::sync::atomic::AtomicU32::new(0))
-        }
-        fn push(&self, t: u32) {
-            self.0.swap(t, loom::sync::atomic::Ordering::Release);
-        }
-        fn is_empty(&self) -> bool {
-            self.0.load(loom::sync::atomic::Ordering::Relaxed) == 0
-        }
-        fn pop(&self) -> Option<u32> {
-            match self.0.swap(0, loom::sync::atomic::Ordering::Acquire) {
-                0 => None,
-                t => Some(t),
-            }
-        }
-    }
-
-    /// A plain stand-in for a worker: its pinned queue.
-    struct W {
-        pinned: Slot,
-    }
-
-    struct Rt {
-        idle: Idle,
-        stealable: Slot,
-        /// A second stealable queue, for the two-producer model.
-        stealable2: Slot,
-        workers: [W; 2],
-        done: AtomicUsize,
-        stopping: AtomicBool,
-        /// Whether a task other than [`LONG`] has run.
-        other_ran: (loom::sync::Mutex<bool>, loom::sync::Condvar),
-    }
-
-    /// A task that runs until another task has run: its worker is busy
-    /// while the other waits to be picked up by a parked worker.
-    const LONG: u32 = 100;
-
-    /// The worker loop of `TaskGroup::run`, with task handles for tasks and
-    /// no spinning: look, else park.
-    fn worker(rt: &Rt, me: usize, total: usize) -> Vec<u32> {
-        let mut ran = Vec::new();
-        let look = || {
-            rt.workers[me]
-                .pinned
-                .pop()
-                .or_else(|| rt.stealable.pop())
-                .or_else(|| rt.stealable2.pop())
-        };
-        rt.idle.start_searching();
-        let mut searching = true;
-        loop {
-            if rt.stopping.load(SeqCst) {
-                break;
-            }
-            let more = || !rt.stealable.is_empty() || !rt.stealable2.is_empty();
-            let task = look().or_else(|| {
-                rt.idle
-                    .park(
-                        me,
-                        &mut searching,
-                        || rt.stopping.load(SeqCst),
-                        look,
-                        more,
-                        None,
-                    )
-                    .1
-            });
-            match task {
-                Some(t) => {
-                    if searching {
-                        searching = false;
-                        rt.idle.found_work(me, more);
-                    }
-                    if t == LONG {
-                        // Runs until the other task has run.
-                        let (m, cv) = &rt.other_ran;
-                        let mut ran = m.lock().unwrap();
-                        while !*ran {
-                            ran = cv.wait(ran).unwrap();
-                        }
-                    } else {
-                        *rt.other_ran.0.lock().unwrap() = true;
-                        rt.other_ran.1.notify_all();
-                    }
-                    ran.push(t);
-                    if rt.done.fetch_add(1, SeqCst) + 1 == total {
-                        rt.stopping.store(true, SeqCst);
-                        rt.idle.stop();
-                    }
-                }
-                None if !searching => {
-                    searching = true;
-                    rt.idle.start_searching();
-                }
-                None => {}
-            }
-        }
-        if searching {
-            rt.idle.stop_searching();
-        }
-        ran
-    }
-
-    fn runtime() -> Arc<Rt> {
-        let idle = Idle::new(2);
-        idle.add_worker();
-        idle.add_worker();
-        Arc::new(Rt {
-            idle,
-            stealable: Slot::new(),
-            stealable2: Slot::new(),
-            workers: [
-                W {
-                    pinned: Slot::new(),
-                },
-                W {
-                    pinned: Slot::new(),
-                },
-            ],
-            done: AtomicUsize::new(0),
-            stopping: AtomicBool::new(false),
-            other_ran: Default::default(),
-        })
-    }
-
-    /// Starts both workers, to run `total` tasks between them.
-    fn start_workers(rt: &Arc<Rt>, total: usize) -> Vec<thread::JoinHandle<Vec<u32>>> {
-        (0..2)
-            .map(|i| {
-                let rt = rt.clone();
-                thread::spawn(move || worker(&rt, i, total))
-            })
-            .collect()
-    }
-
-    /// Runs `produce` on a thread of its own: a second producer.
-    fn producer(rt: &Arc<Rt>, produce: fn(&Rt)) -> thread::JoinHandle<()> {
-        let rt = rt.clone();
-        thread::spawn(move || produce(&rt))
-    }
-
-    /// New, stealable work is always picked up: no worker sleeps through it.
-    #[test]
-    fn loom_stealable_work_is_never_lost() {
-        // One task and one producer: three preemptions explore in seconds.
-        model_bounded(3, || {
-            let rt = runtime();
-            let ws = start_workers(&rt, 1);
-            rt.stealable.push(7);
-            rt.idle.notify_work(0);
-            let ran: Vec<u32> = ws.into_iter().flat_map(|w| w.join().unwrap()).collect();
-            assert_eq!(ran, [7]);
-        });
-    }
-
-    /// Work pinned to worker 1 wakes worker 1, and only worker 1 runs it.
-    #[test]
-    fn loom_pinned_work_wakes_its_worker() {
-        model_bounded(3, || {
-            let rt = runtime();
-            let ws = start_workers(&rt, 1);
-            rt.workers[1].pinned.push(9);
-            rt.idle.notify_worker(1);
-            let ran: Vec<Vec<u32>> = ws.into_iter().map(|w| w.join().unwrap()).collect();
-            assert_eq!(ran, [vec![], vec![9]]);
-        });
-    }
-
-    /// Two producers, each pushing a task and notifying, racing the workers'
-    /// parking: both tasks run. (This model caught a lost wake-up in an
-    /// attempt to skip wake-ups while a signalled worker is on its way, see
-    /// docs/benchmarks.md; keep it when trying again.)
-    #[test]
-    fn loom_two_producers_never_lose_a_task() {
-        model(|| assert_eq!(two_producers(7), [7, 8]));
-    }
-
-    /// Two workers; this thread pushes `first` (and notifies), a second
-    /// producer pushes task 8: returns the tasks that ran, sorted.
-    fn two_producers(first: u32) -> Vec<u32> {
-        let rt = runtime();
-        let ws = start_workers(&rt, 2);
-        let other = producer(&rt, |rt| {
-            rt.stealable2.push(8);
-            rt.idle.notify_work(1);
-        });
-        rt.stealable.push(first);
-        rt.idle.notify_work(0);
-        other.join().unwrap();
-        let mut ran: Vec<u32> = ws.into_iter().flat_map(|w| w.join().unwrap()).collect();
-        ran.sort();
-        ran
-    }
-
-    /// A searcher takes a task that runs until a second one has run, while
-    /// the second one's producer skips its wake-up because it sees that
-    /// searcher: the searcher, the last one, sees the second task once it
-    /// stops searching and wakes the parked worker for it. (Found by
-    /// review: it looked for more work before it stopped searching, and
-    /// the second task waited on the busy worker's queue.)
-    #[test]
-    fn loom_the_last_searcher_wakes_a_worker_for_work_left_behind() {
-        model(|| assert_eq!(two_producers(LONG), [8, LONG]));
-    }
-
-    /// A pinned wake-up (which wakes its worker without making it a
-    /// searcher) racing a notification of stealable work (which picks a
-    /// parked worker and makes it one): both tasks run, the pinned one on
-    /// its own worker, and no searcher count is left behind.
-    #[test]
-    fn loom_pinned_and_stealable_wakes_race() {
-        model(|| {
-            let rt = runtime();
-            let ws = start_workers(&rt, 2);
-            let other = producer(&rt, |rt| {
-                rt.workers[0].pinned.push(9);
-                rt.idle.notify_worker(0);
-            });
-            rt.stealable.push(7);
-            rt.idle.notify_work(1);
-            other.join().unwrap();
-            let ran: Vec<Vec<u32>> = ws.into_iter().map(|w| w.join().unwrap()).collect();
-            assert!(ran[0].contains(&9), "the pinned task ran on its worker");
-            let mut all: Vec<u32> = ran.concat();
-            all.sort();
-            assert_eq!(all, [7, 9]);
-            assert_eq!(rt.idle.searching.load(SeqCst), 0, "no searcher left over");
-        });
-    }
-}
+#[path = "loom_idle.rs"]
+mod loom_idle;
