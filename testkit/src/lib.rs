@@ -75,3 +75,23 @@ pub fn await_recorded(
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// How long [`wait_for`] waits before it calls the wait a hang.
+pub const HANG: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Polls `cond` until it holds, yielding at first and then napping 1 ms
+/// between looks; panics, naming `what`, after [`HANG`]: a bug that loses
+/// a wake-up fails its test, not CI's time limit.
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    let mut looks = 0u32;
+    while !cond() {
+        assert!(start.elapsed() < HANG, "timed out waiting for {what}");
+        looks += 1;
+        if looks < 1000 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}

@@ -24,8 +24,8 @@
 //! O(live timers) entries, never O(cancelled timers).
 
 use crate::clock::NEVER;
+use crate::loom::{lock, AtomicU64, Mutex, Ordering};
 use crate::slot::{Entry, SlotTable};
-use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 
 /// A bucket is compacted only when it holds at least this many entries:
 /// below that, a reallocation is cheaper than a pass over the slots. Both of

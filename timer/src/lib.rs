@@ -80,11 +80,11 @@ mod bucket;
 mod callback;
 mod clock;
 mod heap;
+mod loom;
 mod pool;
 mod prefetch;
 mod slot;
 mod stats;
-mod sync;
 mod thread;
 
 pub use prefetch::prefetch;

@@ -26,8 +26,8 @@
 //! Under `--cfg loom` there is no per-thread cache: every operation goes to
 //! the global list, which is what loom can see.
 
+use crate::loom::{lock, AtomicU64, Mutex, Ordering};
 use crate::slot::{SlotTable, NUM_SEGMENTS};
-use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use std::sync::atomic::AtomicU64 as StdAtomicU64;
 #[cfg(not(loom))]
 use std::sync::{Arc, Weak};

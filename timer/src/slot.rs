@@ -85,7 +85,7 @@
 //! before the next owner's writes.
 
 use crate::callback::Callback;
-use crate::sync::{AtomicPtr, AtomicU64, Ordering, UnsafeCell};
+use crate::loom::{AtomicPtr, AtomicU64, Ordering, UnsafeCell};
 use std::fmt;
 
 /// Phases of a version (`version % 4`), which are also the offsets from a

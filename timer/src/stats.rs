@@ -13,7 +13,7 @@
 //! are read one by one while timers keep moving, so a snapshot taken under
 //! load is approximate; once the timer is quiet it is exact.
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::loom::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A snapshot of a timer thread's counters; see

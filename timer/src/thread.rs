@@ -86,10 +86,10 @@ use crate::bucket::{self, Bucket, FastMod, Stopped};
 use crate::callback::Callback;
 use crate::clock::{self, NEVER};
 use crate::heap::TimerHeap;
+use crate::loom::{lock, thread, AtomicBool, AtomicU64, Futex, Mutex, Ordering};
 use crate::pool::{self, SlotPool};
 use crate::slot::{Cancel, Entry, PrefetchHint, Slot, TimerId};
 use crate::stats::{TimerCounters, TimerStats};
-use crate::sync::{lock, thread, AtomicBool, AtomicU64, Futex, Mutex, Ordering};
 use std::any::Any;
 use std::fmt;
 use std::io;
@@ -948,7 +948,7 @@ impl Runner {
             if clock::now_ns() >= deadline {
                 return None;
             }
-            crate::sync::spin_loop();
+            crate::loom::spin_loop();
         }
     }
 

@@ -1,35 +1,30 @@
 //! Which CPUs worker threads run on.
 //!
 //! A runtime takes its CPUs from the thread that builds it: that thread's
-//! mask (`sched_getaffinity` reads the caller's) and
-//! `available_parallelism` (which also heeds a cgroup quota), and a new
-//! thread inherits its creator's mask. So a runtime built on a restricted
-//! thread is restricted alike, as a user restricting that thread would
-//! expect. One case is not what anybody means: a runtime built or grown
-//! from a task, on a worker that spindle itself pinned to one CPU. A
+//! mask and `available_parallelism` (which also heeds a cgroup quota), and
+//! a new thread inherits its creator's mask. So a runtime built on a
+//! restricted thread is restricted alike, as a user restricting that thread
+//! would expect. One case is not what anybody means: a runtime built or
+//! grown from a task, on a worker that spindle itself pinned to one CPU. A
 //! runtime built on a worker therefore takes the CPUs of that worker's
 //! runtime, and workers started from a worker set their mask to their
 //! runtime's CPUs, instead of inheriting one CPU.
+//!
+//! Reading the mask and pinning a worker to one CPU (`Builder::pin_workers`)
+//! go through `core_affinity`. Setting a mask of several CPUs (the case
+//! above) is a direct `sched_setaffinity`: `core_affinity` only pins to a
+//! single core.
 
 use std::io;
 
 /// The CPUs a runtime's workers may use, as read when it was built.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub(crate) struct Cpus {
-    set: libc::cpu_set_t,
-    /// The CPUs in `set`, in order; empty if the mask could not be read.
+    /// The CPUs of the building thread's mask, in order; empty if the mask
+    /// could not be read.
     ids: Vec<usize>,
     /// `std::thread::available_parallelism` then.
     parallelism: usize,
-}
-
-impl std::fmt::Debug for Cpus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cpus")
-            .field("ids", &self.ids)
-            .field("parallelism", &self.parallelism)
-            .finish()
-    }
 }
 
 /// How a new worker thread sets its mask.
@@ -46,22 +41,14 @@ pub(crate) enum Bind {
 impl Cpus {
     /// The calling thread's CPUs.
     pub(crate) fn of_this_thread() -> Cpus {
-        // SAFETY: cpu_set_t is a plain bit array, valid when zeroed.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `set` is a valid cpu_set_t of the size we pass.
-        let read = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
-        let ids = if read == 0 {
-            (0..libc::CPU_SETSIZE as usize)
-                // SAFETY: CPU_ISSET reads `set` within its bounds (the
-                // index is below CPU_SETSIZE).
-                .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-                .collect()
-        } else {
-            tracing::warn!(error = %io::Error::last_os_error(), "cannot read the CPU mask");
-            Vec::new()
+        let ids = match core_affinity::get_core_ids() {
+            Some(ids) => ids.into_iter().map(|c| c.id).collect(),
+            None => {
+                tracing::warn!(error = %io::Error::last_os_error(), "cannot read the CPU mask");
+                Vec::new()
+            }
         };
         Cpus {
-            set,
             ids,
             parallelism: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
@@ -89,21 +76,31 @@ impl Cpus {
 
     /// Sets the calling thread's mask as `bind` says.
     pub(crate) fn bind_current(&self, bind: Bind) -> io::Result<()> {
-        let set = match bind {
-            Bind::Inherit => return Ok(()),
-            Bind::All => self.set,
-            Bind::One(c) => {
-                // SAFETY: a zeroed cpu_set_t is the empty set.
-                let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-                // SAFETY: `c` came from `ids`, so it is below CPU_SETSIZE.
-                unsafe { libc::CPU_SET(c, &mut one) };
-                one
+        match bind {
+            Bind::Inherit => Ok(()),
+            Bind::One(id) => {
+                if core_affinity::set_for_current(core_affinity::CoreId { id }) {
+                    Ok(())
+                } else {
+                    Err(io::Error::last_os_error())
+                }
             }
-        };
-        // SAFETY: `set` is a valid cpu_set_t of the size we pass.
-        match unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) } {
-            0 => Ok(()),
-            _ => Err(io::Error::last_os_error()),
+            Bind::All => set_mask(&self.ids),
         }
+    }
+}
+
+/// Sets the calling thread's mask to `ids`.
+fn set_mask(ids: &[usize]) -> io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &id in ids.iter().filter(|&&id| id < libc::CPU_SETSIZE as usize) {
+        // SAFETY: `id` is below CPU_SETSIZE, so within the set.
+        unsafe { libc::CPU_SET(id, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size we pass.
+    match unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
     }
 }

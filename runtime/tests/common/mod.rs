@@ -3,19 +3,7 @@
 // Each test binary compiles this module and uses only some of it.
 #![allow(dead_code)]
 
-/// Polls `cond` (yielding between looks) until it holds; panics, naming
-/// `what`, after 60 s: a bug that loses a task fails the test, not CI's
-/// time limit.
-pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = std::time::Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(60),
-            "timed out waiting for {what}"
-        );
-        std::thread::yield_now();
-    }
-}
+pub use spindle_testkit::wait_for;
 
 /// Waits until the global timer has nothing pending. A timer whose callback
 /// was running when it was cancelled (a runtime's watchdog, at its

@@ -36,14 +36,7 @@ pub fn far_future() -> Option<Instant> {
     Instant::now().checked_add(Duration::from_secs(1 << 40))
 }
 
-/// Polls `cond` until it holds; panics after [`LONG`].
-pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < LONG, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
+pub use spindle_testkit::wait_for;
 
 /// Schedules a timer at `deadline` and waits until it has run and been
 /// retired: every entry with an earlier deadline has then been run or
