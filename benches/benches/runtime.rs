@@ -19,7 +19,7 @@
 //! of `block_on` (which runs as a task), for tokio a `tokio::spawn`ed task
 //! (the future of tokio's `block_on` runs on the calling thread, not on a
 //! worker), for may a coroutine. Results and how to read them:
-//! `docs/benchmarks-runtime.md`.
+//! `docs/benchmarks.md`.
 
 mod common;
 
@@ -293,7 +293,7 @@ fn tokio_pingpong(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
 }
 
 fn may_pingpong(iters: u64) -> Duration {
-    // may's single-producer channels: on this VM about 175 ns per round
+    // may's single-producer channels: on a 2-vCPU VM about 175 ns per round
     // trip against about 300 for `may::sync::mpsc` (and tokio's Notify pair
     // above is on par with a oneshot per round, and faster than mpsc(1)).
     use may::sync::spsc::channel;

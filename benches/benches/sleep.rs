@@ -47,7 +47,7 @@
 //! and criterion's "time" is the *mean* latency. The percentiles, which are
 //! what a timer is judged by, are printed to stderr after each benchmark
 //! (`[group/peer] n=… p50=… p99=…`), over every sample taken, warm-up
-//! included. Results: `docs/benchmarks-sleep.md`.
+//! included. Results: `docs/benchmarks.md`.
 //!
 //! "Inside a task" means on a worker: for spindle the body of `block_on` or a
 //! spawned task, for tokio a `tokio::spawn`ed task, for may a coroutine.
@@ -1131,7 +1131,7 @@ fn many_sleepers(c: &mut Criterion, p: &Peers) {
     });
     log.report("many_sleepers/tokio");
     // may is left out: its coroutines cannot reach 100 000 on a stock
-    // kernel (see docs/benchmarks-sleep.md).
+    // kernel (see docs/benchmarks.md).
     g.finish();
 }
 

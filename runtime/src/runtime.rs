@@ -134,7 +134,7 @@ impl Builder {
     /// interrupted or woken from another thread (about 1 µs instead of
     /// 7-10 µs on a VM). A worker with no sleeping task parks as usual
     /// (unless [`idle_poll`](Self::idle_poll) keeps it looking).
-    /// `docs/benchmarks-sleep.md` measures both.
+    /// `docs/tuning.md` measures both.
     pub fn sleep_spin(mut self, d: Duration) -> Self {
         self.sleep_spin = d;
         self
@@ -167,7 +167,7 @@ impl Builder {
     /// then parks. While it looks it also gives back surplus stacks, as a
     /// worker about to park does, which may hold up work that comes
     /// meanwhile by up to ~0.2 ms. Set `max` a little above the gaps worth
-    /// catching (an RPC's round trip, say). `docs/benchmarks-sleep.md`
+    /// catching (an RPC's round trip, say). `docs/tuning.md`
     /// measures both sides.
     pub fn idle_poll(mut self, max: Duration) -> Self {
         self.idle_poll = max;

@@ -179,8 +179,8 @@ fn spawn_urgent_runs_the_child_first_on_the_same_worker() {
 /// other worker has all the time it needs to be scheduled and steal, even
 /// on a host that stalls a vCPU for tens of milliseconds; without stealing,
 /// every task spins to the 10 s limit on the one worker and the assertion
-/// fails. (It used to give the other worker 40 ms of busy tasks, and failed
-/// once in a stress run.)
+/// fails. (40 ms of busy tasks is not enough: a stress run has seen a
+/// vCPU stalled longer.)
 #[test]
 fn tasks_spawned_on_one_worker_also_run_on_the_other() {
     let rt = rt(2);

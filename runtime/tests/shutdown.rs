@@ -27,9 +27,9 @@ impl Drop for Unwound {
 }
 
 /// Tasks blocked in every kind of wait when the runtime stops are unwound
-/// (their destructors run) and their joins say `Cancelled`. (They used to be
-/// left blocked for good: their joins never returned, and their stacks and
-/// captures were never given back.)
+/// (their destructors run) and their joins say `Cancelled`, not left
+/// blocked for good with their joins never returning and their stacks and
+/// captures never given back.
 #[test]
 fn tasks_blocked_in_any_wait_are_cancelled_at_shutdown() {
     let rt = rt(2);
@@ -200,7 +200,7 @@ impl Drop for SpawnsOnDrop {
 
 /// A destructor that spawns, run while the stop unwinds its task, gets a
 /// task cancelled at once: spawning into a stopping runtime is no failure.
-/// (`spawn` used to panic there, inside the unwind: the process aborted.)
+/// (A panic there, inside the unwind, would abort the process.)
 #[test]
 fn a_destructor_that_spawns_during_the_stop_gets_a_cancelled_task() {
     let rt = rt(1);

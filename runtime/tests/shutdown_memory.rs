@@ -106,9 +106,9 @@ fn drop_runtime_from_here(holder: &Mutex<Option<Runtime>>) {
 /// A runtime dropped from one of its own tasks while a task of another
 /// worker is blocked for good gives everything back: the blocked task is
 /// cancelled, and the stacks the dropping task's worker cached go back to
-/// the pool, which is unmapped. (The runtime's state used to be kept for
-/// good, with the blocked task's stack and, at first, the other worker's
-/// cached stacks too: 674 MiB over three rounds.)
+/// the pool, which is unmapped. (A runtime whose state were kept for good,
+/// with the blocked task's stack and the other worker's cached stacks,
+/// would hold 674 MiB over three rounds.)
 #[test]
 fn a_runtime_stopped_with_blocked_tasks_gives_back_stacks_and_slots() {
     // A first round sets up what stays for the process's life: the malloc

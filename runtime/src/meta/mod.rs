@@ -41,7 +41,6 @@ use crate::loom::sync::atomic::{
 use crate::loom::sync::{Mutex, MutexGuard};
 use crate::loom::UnsafeCell;
 use crate::stack::TaskStack;
-use seam::BlockerRef;
 use slots::{PendingBody, ResultSlot};
 use std::cell::Cell;
 use std::fmt;
@@ -146,10 +145,6 @@ pub(crate) struct TaskMeta {
     deadline: UnsafeCell<Option<Instant>>,
     /// Set by `stop`; never cleared while the task lives.
     stopped: AtomicBool,
-    /// The last wait the task blocked in, set by its worker after the
-    /// switch; it names a live wait while the task has not resumed since
-    /// (what the worker's stop looks for, `TaskGroup::cancel_blocked`).
-    blocker: UnsafeCell<Option<BlockerRef>>,
     /// The previous and next task in its home worker's list of started
     /// tasks, which only that worker touches.
     started_prev: Cell<Option<TaskRef>>,
@@ -216,7 +211,6 @@ impl TaskMeta {
             }),
             errno: UnsafeCell::new(0),
             deadline: UnsafeCell::new(None),
-            blocker: UnsafeCell::new(None),
             #[cfg(debug_assertions)]
             queued: AtomicBool::new(false),
             #[cfg(debug_assertions)]
@@ -352,24 +346,6 @@ impl TaskMeta {
     pub(crate) unsafe fn guard(&self) -> (usize, usize) {
         // SAFETY: the caller's contract.
         self.guard.with(|p| unsafe { *p })
-    }
-
-    /// The last wait the task blocked in (see the field).
-    ///
-    /// # Safety
-    /// The caller is the task's home worker.
-    pub(crate) unsafe fn blocker(&self) -> Option<BlockerRef> {
-        // SAFETY: the caller's contract.
-        self.blocker.with(|p| unsafe { *p })
-    }
-
-    /// Records (or clears) the wait the task is blocked in.
-    ///
-    /// # Safety
-    /// As [`blocker`](Self::blocker).
-    pub(crate) unsafe fn set_blocker(&self, b: Option<BlockerRef>) {
-        // SAFETY: the caller's contract.
-        self.blocker.with_mut(|p| unsafe { *p = b })
     }
 
     // ------------------------------------------------------- the task itself
@@ -603,6 +579,23 @@ impl TaskMeta {
         // SAFETY: the caller's contract: no reference to the old node is
         // left, and only this task's own wait uses the new one.
         self.wait_node.with_mut(|p| unsafe { (*p).write(node) })
+    }
+
+    /// The node of the task's current wait.
+    ///
+    /// # Safety
+    /// The task is in a wait: it began one with
+    /// [`begin_wait`](Self::begin_wait), and has not left it (the wait's
+    /// last step has not run), so the node is written and alive.
+    pub(crate) unsafe fn current_wait(&self) -> &WaitNode {
+        #[cfg(debug_assertions)]
+        assert!(
+            self.in_wait.load(Ordering::Relaxed),
+            "{} is in no wait",
+            self.id()
+        );
+        // SAFETY: the caller's contract.
+        self.wait_node.with(|p| unsafe { (*p).assume_init_ref() })
     }
 
     /// Notes that the wait begun by [`begin_wait`](Self::begin_wait) is

@@ -10,6 +10,7 @@
 //! later (I/O readiness, channels) implement `Blocker` in the wait layer,
 //! and reach the scheduler only through it and through `make_ready`.
 
+use super::wait_queue::WaitNode;
 use super::TaskRef;
 use std::ptr::NonNull;
 use std::time::Instant;
@@ -74,29 +75,27 @@ pub(crate) unsafe trait Blocker {
     unsafe fn end_at_stop(&self) -> bool;
 }
 
-/// A pointer to the [`Blocker`] a task waits in. It lives as long as the
-/// wait: until the task resumes (see [`Suspend::Block`]).
-#[derive(Clone, Copy)]
-pub(crate) struct BlockerRef(NonNull<dyn Blocker>);
-
-impl std::fmt::Debug for BlockerRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("BlockerRef").field(&self.addr()).finish()
-    }
-}
+/// A pointer to the [`Blocker`] a task waits in: the node of its wait, in
+/// its meta. Every wait of spindle is a wait on a `WaitQueue` (butexes,
+/// sleeps, joins, the `sync` primitives), so the seam has one implementor,
+/// and the worker calls it without dynamic dispatch; what differs between
+/// waits is what they do in `block`, not their type. The node lives as long
+/// as the wait: until the task resumes (see [`Suspend::Block`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockerRef(NonNull<WaitNode>);
 
 impl BlockerRef {
-    /// A pointer to `b`, which its task's wait keeps alive until the task
-    /// resumes.
-    pub(crate) fn new(b: &(dyn Blocker + 'static)) -> Self {
-        BlockerRef(NonNull::from(b))
+    /// A pointer to `node`, which its task's wait keeps alive until the
+    /// task resumes.
+    pub(crate) fn new(node: &WaitNode) -> Self {
+        BlockerRef(NonNull::from(node))
     }
 
     /// The blocker.
     ///
     /// # Safety
     /// Its task has not resumed since it suspended with this blocker.
-    pub(crate) unsafe fn get(&self) -> &dyn Blocker {
+    pub(crate) unsafe fn get(&self) -> &WaitNode {
         // SAFETY: the caller's contract: the wait is alive.
         unsafe { self.0.as_ref() }
     }

@@ -166,7 +166,6 @@ impl TaskTable {
             // none before (a stale one would point into a freed stack).
             t.set_yielder(ptr::null());
             t.set_switched_out_at(0);
-            t.set_blocker(None);
             debug_assert!(t.coro_mut().is_none());
             #[cfg(debug_assertions)]
             debug_assert!(!t.in_wait.load(Ordering::Relaxed), "released inside a wait");

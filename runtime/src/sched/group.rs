@@ -44,7 +44,7 @@ use super::idle::{IdleWorker, Look};
 use super::idle_poll::PollWindow;
 use super::queue::LocalQueue;
 use crate::loom::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
-use crate::meta::seam::{Blocked, BlockerRef, Suspend};
+use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
 use crate::meta::{self, TaskRef, CANCELLED, FINISHED, NO_HOME};
 use crate::stack::overflow;
 use crate::stack::TaskStack;
@@ -90,7 +90,7 @@ const LIFO_GRACE_ROUNDS: u32 = 8;
 /// time it looks, and longer with `Builder::idle_poll`): about the cost of
 /// the futex wake-up a park would need. Bounded by time, not by
 /// a count of `pause` instructions, whose length varies tenfold between CPUs
-/// (64 rounds of them took 63-150 µs on this VM's AMD EPYC).
+/// (64 rounds of them take 63-150 µs on an AMD EPYC guest).
 const SPIN_TIME: Duration = Duration::from_micros(20);
 /// A worker prefetches the stack frames of the next task in its ready queue
 /// (`TaskMeta::prefetch_frames`) when the queue is at least this long. The
@@ -579,7 +579,10 @@ impl TaskGroup {
         self.control.stacks.has_marked() && !sleep_soon() && self.control.stacks.release_some()
     }
 
-    /// Runs `t` until it suspends, then acts on why it did.
+    /// Runs `t` until it suspends, then acts on why it did. Inlined into
+    /// the one loop that calls it (`Idle::work`, through `IdleWorker::run`):
+    /// the switch path.
+    #[inline(always)]
     fn run_task(&self, t: TaskRef) {
         // The task after this one, in a long queue (a burst of wake-ups,
         // whose tasks slept long): its frames load while this one runs.
@@ -624,9 +627,6 @@ impl TaskGroup {
                 self.push_ready(t)
             }
             CoroutineResult::Yield(Suspend::Block(blocker)) => {
-                // For the stop (`cancel_blocked`): the wait `t` is in.
-                // SAFETY: we are `t`'s home worker.
-                unsafe { t.set_blocker(Some(blocker)) };
                 // SAFETY: `t` suspended with this blocker and cannot resume
                 // before `block` lets a waker make it runnable.
                 match unsafe { blocker.get().block(t) } {
@@ -746,9 +746,7 @@ impl TaskGroup {
                 // blocked there, or its wait was just ended by another
                 // thread, which queues it remotely (we then fail to claim
                 // it).
-                ended |= unsafe { t.blocker() }
-                    // SAFETY: as above: the wait is alive.
-                    .is_some_and(|b| unsafe { b.get().end_at_stop() });
+                ended |= unsafe { t.current_wait().end_at_stop() };
             }
             self.cancel_queued();
             if ended {
@@ -836,6 +834,7 @@ impl IdleWorker for TaskGroup {
         self.control.stopping.load(Relaxed)
     }
 
+    #[inline(always)]
     fn next_local(&self) -> Option<TaskRef> {
         TaskGroup::next_local(self)
     }
@@ -856,6 +855,9 @@ impl IdleWorker for TaskGroup {
         GroupStats::bump(&self.remote().stats.parks);
     }
 
+    // Inlined: this is the switch path, and the loop (`Idle::work`) calls
+    // it once; a call here costs about 20 instructions a switch.
+    #[inline(always)]
     fn run(&self, t: TaskRef, after_idle: bool) {
         if after_idle {
             self.poll.work_found(t.woken_by_timer());

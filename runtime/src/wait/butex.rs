@@ -385,7 +385,9 @@ pub(super) unsafe fn link_or_refuse(
 // (`Wake::deliver` with `make_ready`); `end_due_sleep` and `end_at_stop`
 // are such claims.
 unsafe impl Blocker for WaitNode {
-    /// Steps 2-3 of the module docs.
+    /// Steps 2-3 of the module docs. Inlined into the worker's switch
+    /// path, its one caller.
+    #[inline(always)]
     unsafe fn block(&self, t: TaskRef) -> Blocked {
         let node = self;
         // SAFETY: the queue outlives the wait: its waiter holds a reference.
