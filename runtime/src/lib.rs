@@ -65,7 +65,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 // The layers, bottom to top (see docs/design.md and tests/layers.rs, which
-// holds the direction): each imports only from those listed before it.
+// holds the direction): each uses only its own layer and those listed
+// before it.
 //
 // Base: the loom shim, errors and task ids.
 mod error;

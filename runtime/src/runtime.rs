@@ -1,6 +1,6 @@
 //! `Runtime` and its `Builder`; the lazily started global runtime.
 //!
-//! A runtime is a `TaskControl` ([`TaskControl`]) plus its worker threads. Workers
+//! A runtime is a `TaskControl` (its shared state) plus its worker threads. Workers
 //! are added by [`Runtime::set_workers`] (never removed, like
 //! `bthread_setconcurrency`) and stopped by [`Runtime::shutdown`] or drop:
 //! each worker then cancels the tasks still queued on it (unwinding started

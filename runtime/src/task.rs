@@ -3,7 +3,7 @@
 //! Spawn is allocation-free in steady state: the task's slot comes from its
 //! worker's cache of free slots, its stack from the worker's cache of stacks,
 //! and its closure waits inline in its meta (see `PendingBody`) until its
-//! first run builds the coroutine (`TaskGroup::bind`); a closure too large
+//! first run builds the coroutine (`meta::bind`); a closure too large
 //! for that is written onto its stack by corosensei at once. Its result is
 //! stored inline in the slot when it fits (see `ResultSlot`). From a worker
 //! of the same runtime the new task takes the worker's LIFO slot (the task
@@ -182,7 +182,7 @@ where
 ///
 /// # Safety
 /// Everything `body` borrows must stay valid until the task has finished
-/// (its join butex says FINISHED or CANCELLED).
+/// (its join queue says FINISHED or CANCELLED).
 pub(crate) unsafe fn prepare_unchecked<B>(
     control: &TaskControl,
     stack_size: Option<usize>,
@@ -251,7 +251,9 @@ where
 pub(crate) fn start(control: &TaskControl, t: TaskRef, urgent: bool) {
     match sched::worker_of(control) {
         Some(g) => match (urgent, sched::suspendable_task()) {
-            (true, Some(me)) => sched::suspend(me, Suspend::Urgent(t)),
+            // SAFETY: `me` is the running task, and `t` was just prepared
+            // and is in no queue.
+            (true, Some(me)) => unsafe { sched::suspend(me, Suspend::Urgent(t)) },
             _ => g.push_fresh(t),
         },
         None => {
@@ -404,7 +406,8 @@ pub fn current() -> Option<TaskId> {
 /// plain thread, yields the OS thread.
 pub fn yield_now() {
     match sched::current_task() {
-        Some(t) if sched::can_suspend() => sched::suspend(t, Suspend::Yield),
+        // SAFETY: `t` is the running task, and it may suspend.
+        Some(t) if sched::can_suspend() => unsafe { sched::suspend(t, Suspend::Yield) },
         Some(_) => {}
         None => std::thread::yield_now(),
     }
@@ -419,9 +422,9 @@ fn spawn_target() -> (&'static TaskControl, bool) {
     }
 }
 
-/// Drops one owner of `t` (a handle, or a task that never ran), giving its
-/// slot to this worker's cache or this thread's.
-pub(crate) fn release_from_here(t: TaskRef) {
+/// Drops a handle's hold on `t`, giving the slot, if that was the last
+/// hold, to this worker's cache or this thread's.
+fn release_from_here(t: TaskRef) {
     match sched::current_group() {
         Some(g) => meta::table().release(t, Some(&mut g.slots.borrow_mut())),
         None => meta::with_thread_slots(|c| meta::table().release(t, c)),

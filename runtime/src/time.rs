@@ -95,7 +95,7 @@ fn sleep_inner(deadline: Option<Instant>) -> Result<(), SleepError> {
     let sleep = t.sleep_queue();
     let expected = sleep.value().load(Ordering::Relaxed);
     match wait::wait(sleep, expected, deadline, WaitKind::Interruptible) {
-        // Nobody wakes the sleep butex: a wake-up is spurious; treat it as a
+        // Nobody wakes the sleep queue: a wake-up is spurious; treat it as a
         // short sleep rather than loop (callers of sleep tolerate early wakes
         // no better than late ones, and none happen).
         Ok(()) | Err(WaitError::TimedOut) | Err(WaitError::WouldBlock) => Ok(()),

@@ -15,7 +15,7 @@
 //!
 //! - *the holder*: whoever holds the task — the queue it sits in, the
 //!   worker running it, the wait list it sleeps in — owns its scheduling
-//!   fields (coroutine, body, reserved stack, errno, current blocker).
+//!   fields (coroutine, body, reserved stack, errno).
 //!   Hand-offs are ordered by the queues' release/acquire operations;
 //! - *the task itself* owns its yielder and its deadline scope;
 //! - *its home worker* owns the links of its list of started tasks;
@@ -216,6 +216,40 @@ impl TaskMeta {
             #[cfg(debug_assertions)]
             in_wait: AtomicBool::new(false),
         }
+    }
+
+    /// Drops what the ended task left in its cells, for the slot's next
+    /// task.
+    ///
+    /// # Safety
+    /// The task's references are gone (its `refs` reached 0): nobody else
+    /// holds it.
+    unsafe fn clear_for_reuse(&self) {
+        // SAFETY: the caller's contract: we are the only owner of every cell
+        // below.
+        unsafe {
+            // The task or its handle's owner has dropped the result
+            // (`RESULT_OPEN`); the clear is only a backstop.
+            self.result.with_mut(|r| {
+                debug_assert!(!(*r).is_some(), "a result outlived its task and handle");
+                (*r).clear();
+            });
+            self.name.with_mut(|p| *p = None);
+            self.runtime.with_mut(|p| *p = ptr::null());
+            self.deadline.with_mut(|p| *p = None);
+            // The next task of this slot sets its own when it first runs;
+            // none before (a stale one would point into a freed stack).
+            self.yielder.with_mut(|p| *p = ptr::null());
+            self.switched_out_at.with_mut(|p| *p = 0);
+            debug_assert!(self.coro.with(|p| (*p).is_none()));
+            debug_assert!(self.body.with(|p| !(*p).is_some()));
+            debug_assert!(self.reserved.with(|p| (*p).is_none()));
+        }
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            !self.in_wait.load(Ordering::Relaxed),
+            "released inside a wait"
+        );
     }
 
     // ------------------------------------------------------------ identity
@@ -530,11 +564,12 @@ impl TaskMeta {
     /// cache misses of its resumption; its worker asks for them while it
     /// runs the task queued before (a hint: it reads nothing).
     ///
-    /// Called by the worker that holds the task in its ready queue.
+    /// # Safety
+    /// The caller is the worker that holds the task in its ready queue: the
+    /// task does not run meanwhile, and wrote the field on this thread.
     #[inline]
-    pub(crate) fn prefetch_frames(&self) {
-        // SAFETY: written by the task as it switched out on this worker's
-        // thread, before it was queued here; it does not run meanwhile.
+    pub(crate) unsafe fn prefetch_frames(&self) {
+        // SAFETY: the caller's contract: no writer meanwhile.
         let at = self.switched_out_at.with(|p| unsafe { *p });
         if at != 0 {
             spindle_timer::prefetch(

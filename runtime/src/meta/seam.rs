@@ -6,9 +6,14 @@
 //! that waits names a [`Blocker`]: the worker calls [`Blocker::block`]
 //! after the switch, and that is where the wait becomes visible to wakers
 //! and timers, so nothing can resume a stack that still runs. The worker
-//! knows nothing else of waits: butexes, sleeps and whatever waits come
-//! later (I/O readiness, channels) implement `Blocker` in the wait layer,
-//! and reach the scheduler only through it and through `make_ready`.
+//! knows nothing else of waits: the wait layer implements `Blocker` (for
+//! the wait node every wait uses), and the scheduler calls into waits only
+//! through it (waits hand tasks back through `sched::make_ready`). A sleep's
+//! deadline and the runtime's stop reach the worker through it too
+//! (`Blocked::Sleeping`, `end_due_sleep`, `end_at_stop`). Butexes, sleeps, joins, the `sync`
+//! primitives, and the waits still to come (I/O readiness, channels) are
+//! waits on a `WaitQueue` that differ in what they do, not in their type,
+//! so the worker calls the seam without dynamic dispatch.
 
 use super::wait_queue::WaitNode;
 use super::TaskRef;
@@ -98,10 +103,5 @@ impl BlockerRef {
     pub(crate) unsafe fn get(&self) -> &WaitNode {
         // SAFETY: the caller's contract: the wait is alive.
         unsafe { self.0.as_ref() }
-    }
-
-    /// Its address, to tell blockers apart.
-    pub(crate) fn addr(&self) -> *const () {
-        self.0.as_ptr().cast::<()>().cast_const()
     }
 }

@@ -111,7 +111,7 @@ impl TaskTable {
             .then_some(t)
     }
 
-    /// Whether `id` still names `t` (call under `t.lock`).
+    /// Whether `id` still names `t` (call under `t`'s interrupt lock, `lock_interrupts`).
     pub(crate) fn is_current(t: &TaskMeta, id: TaskId) -> bool {
         t.version.load(Ordering::Acquire) == id.version()
     }
@@ -153,24 +153,7 @@ impl TaskTable {
             return;
         }
         // SAFETY: refs reached 0: nobody else holds the task any more.
-        unsafe {
-            // The task or its handle's owner has dropped the result
-            // (`RESULT_OPEN`); the clear is only a backstop.
-            debug_assert!(
-                !t.result_mut().is_some(),
-                "a result outlived its task and handle"
-            );
-            t.result_mut().clear();
-            t.init(ptr::null(), 0, None);
-            // The next task of this slot sets its own when it first runs;
-            // none before (a stale one would point into a freed stack).
-            t.set_yielder(ptr::null());
-            t.set_switched_out_at(0);
-            debug_assert!(t.coro_mut().is_none());
-            #[cfg(debug_assertions)]
-            debug_assert!(!t.in_wait.load(Ordering::Relaxed), "released inside a wait");
-            debug_assert!(!t.body_mut().is_some() && t.reserved_mut().is_none());
-        }
+        unsafe { t.clear_for_reuse() };
         let version = {
             let mut st = t.lock_interrupts();
             st.pending = false;

@@ -27,7 +27,7 @@
 //! When nothing is local it steals: from the injector (spawns from plain
 //! threads), then from the other workers, starting at a random one and moving
 //! by a fixed stride coprime with the worker count. Then it spins briefly
-//! (longer with `Builder::idle_poll`, see `poll.rs`) and finally parks on
+//! (longer with `Builder::idle_poll`, see `idle_poll.rs`) and finally parks on
 //! its lot (see `idle.rs` for the handshake).
 //!
 //! # Switching
@@ -73,7 +73,7 @@ const REMOTE_TICK: u32 = 31;
 /// all be added to the sleep.
 pub(crate) const DEFAULT_SLEEP_SPIN: Duration = Duration::from_micros(150);
 /// The default of `Builder::idle_poll`: no polling beyond [`SPIN_TIME`]
-/// (see `poll.rs`).
+/// (see `idle_poll.rs`).
 pub(crate) const DEFAULT_IDLE_POLL: Duration = Duration::ZERO;
 /// Within this long of such a deadline the worker polls the clock without
 /// `pause`s between its looks: a round of them can last over a µs.
@@ -146,13 +146,15 @@ pub(crate) struct TaskGroup {
     /// The sleep of this worker's tasks that ends first, as far as the
     /// worker knows (see [`DueSleep`]).
     next_sleep: Cell<Option<DueSleep>>,
+    /// The task of `next_sleep`, apart: every switch compares it.
+    sleeper: Cell<Option<TaskRef>>,
     /// Tasks that started on this worker and have not ended: those blocked
     /// in a wait when the worker stops are found here (see `run`).
     started: StartedTasks,
     /// Set while a cancelled started task is unwound at stop (`cancel`):
     /// the unwind that task's code then sees is the runtime's, not a panic.
     unwinding_cancelled: Cell<bool>,
-    /// How long to look for work before parking (`poll.rs`).
+    /// How long to look for work before parking (`idle_poll.rs`).
     poll: PollWindow,
 }
 
@@ -232,10 +234,9 @@ impl Drop for AbortIfUnwinding {
 /// the sleep's timer and, if that wins (`Unschedule::Removed`), runs the
 /// callback itself; if the timer thread got there first, it delivers.
 ///
-/// The record is cleared by the sleeping task when it resumes or is
-/// cancelled (on this same thread, through `forget_sleep`), so while it is
-/// set the task has not resumed (it may already be queued) and its wait is
-/// alive.
+/// The worker clears the record before it resumes or cancels the task
+/// (`forget_sleep_of`), so while it is set the task has not resumed (it may
+/// already be queued) and its wait is alive.
 #[derive(Clone, Copy)]
 struct DueSleep {
     deadline: Instant,
@@ -268,6 +269,7 @@ impl TaskGroup {
             tick: Cell::new(0),
             next: Cell::new(None),
             next_sleep: Cell::new(None),
+            sleeper: Cell::new(None),
             started: StartedTasks {
                 head: Cell::new(None),
             },
@@ -282,23 +284,25 @@ impl TaskGroup {
         self.unwinding_cancelled.get()
     }
 
-    /// Notes that a task of this worker sleeps in `blocker` until
+    /// Notes that `task`, of this worker, sleeps in `blocker` until
     /// `deadline`, with its timer armed; see [`DueSleep`].
-    fn note_sleep(&self, deadline: Instant, blocker: BlockerRef) {
+    fn note_sleep(&self, deadline: Instant, task: TaskRef, blocker: BlockerRef) {
         match self.next_sleep.get() {
             Some(s) if s.deadline <= deadline => {}
-            _ => self.next_sleep.set(Some(DueSleep { deadline, blocker })),
+            _ => {
+                self.next_sleep.set(Some(DueSleep { deadline, blocker }));
+                self.sleeper.set(Some(task));
+            }
         }
     }
 
-    /// Called by a task of this worker leaving its wait in the blocker at
-    /// `blocker` (an address): the worker must not end that wait any more.
-    pub(crate) fn forget_sleep(&self, blocker: *const ()) {
-        if self
-            .next_sleep
-            .get()
-            .is_some_and(|s| ptr::eq(s.blocker.addr(), blocker))
-        {
+    /// The worker is about to resume or cancel `t`: if it noted a sleep of
+    /// `t`, that wait is over (or about to be unwound), and must not be
+    /// ended again.
+    #[inline(always)]
+    fn forget_sleep_of(&self, t: TaskRef) {
+        if self.sleeper.get() == Some(t) {
+            self.sleeper.set(None);
             self.next_sleep.set(None);
         }
     }
@@ -313,6 +317,7 @@ impl TaskGroup {
             return;
         }
         self.next_sleep.set(None);
+        self.sleeper.set(None);
         // SAFETY: see `DueSleep`: the record was set, so the task has not
         // resumed and its wait is alive; this worker runs its tasks, so it
         // cannot resume while we use the wait.
@@ -495,7 +500,7 @@ impl TaskGroup {
     /// Looks for work elsewhere (for as long as `poll` says), ending due
     /// sleeps of its own meanwhile; then says whether to park, and until
     /// when (`IdleWorker::look`).
-    fn search(&self) -> Look<TaskRef> {
+    fn look_elsewhere(&self) -> Look<TaskRef> {
         let start = Instant::now();
         let look_until = self.poll.look_until(start);
         let mut round = 0u32;
@@ -564,7 +569,7 @@ impl TaskGroup {
     }
 
     /// When idle: unmaps a chunk of the pool's surplus stacks, if it has
-    /// some (stack.rs), and returns whether it did. A chunk takes at most
+    /// some (`stack/mod.rs`), and returns whether it did. A chunk takes at most
     /// ~0.2 ms, during which this worker counts as searching (so new work
     /// may wait that long); so not when a sleep of ours is due sooner than
     /// that could matter (counting the `sleep_spin` ahead of it).
@@ -588,7 +593,8 @@ impl TaskGroup {
         // whose tasks slept long): its frames load while this one runs.
         if self.ready.len() >= PREFETCH_QUEUE_LEN {
             if let Some(next) = self.ready.front() {
-                next.prefetch_frames();
+                // SAFETY: `next` is in our ready queue.
+                unsafe { next.prefetch_frames() };
             }
         }
         t.dequeued();
@@ -598,6 +604,7 @@ impl TaskGroup {
             self.bind(t);
         }
         debug_assert_eq!(t.home(), self.index, "a started task left its worker");
+        self.forget_sleep_of(t);
         self.current.set(Some(t));
         let me = self.remote();
         // Release: a watchdog sample that reads this task (Acquire) then
@@ -632,7 +639,7 @@ impl TaskGroup {
                 match unsafe { blocker.get().block(t) } {
                     Blocked::Refused => self.push_ready(t),
                     Blocked::Waiting => {}
-                    Blocked::Sleeping(deadline) => self.note_sleep(deadline, blocker),
+                    Blocked::Sleeping(deadline) => self.note_sleep(deadline, t, blocker),
                 }
             }
             CoroutineResult::Yield(Suspend::Urgent(child)) => {
@@ -794,6 +801,7 @@ impl TaskGroup {
         // this thread, as on a plain thread, rather than trying to suspend a
         // task that has nothing to suspend. (A drop that waits for something
         // only a task of this stopped worker could do would wait for good.)
+        self.forget_sleep_of(t);
         self.current.set(started.then_some(t));
         self.unwinding_cancelled.set(started);
         if started {
@@ -840,7 +848,7 @@ impl IdleWorker for TaskGroup {
     }
 
     fn look(&self) -> Look<TaskRef> {
-        self.search()
+        self.look_elsewhere()
     }
 
     fn last_look(&self) -> Option<TaskRef> {
@@ -855,13 +863,14 @@ impl IdleWorker for TaskGroup {
         GroupStats::bump(&self.remote().stats.parks);
     }
 
+    fn search_ended(&self, t: &TaskRef) {
+        self.poll.work_found(t.woken_by_timer());
+    }
+
     // Inlined: this is the switch path, and the loop (`Idle::work`) calls
     // it once; a call here costs about 20 instructions a switch.
     #[inline(always)]
-    fn run(&self, t: TaskRef, after_idle: bool) {
-        if after_idle {
-            self.poll.work_found(t.woken_by_timer());
-        }
+    fn run(&self, t: TaskRef) {
         self.run_task(t);
     }
 }

@@ -78,8 +78,10 @@ pub(crate) trait IdleWorker {
     fn stealable_in_sight(&self) -> bool;
     /// The worker slept on its lot (for stats).
     fn parked(&self);
-    /// Runs a task it found; `after_idle` if it found it by searching.
-    fn run(&self, t: Self::Task, after_idle: bool);
+    /// A search ended: it found `t` (before the worker stops searching).
+    fn search_ended(&self, t: &Self::Task);
+    /// Runs a task it found.
+    fn run(&self, t: Self::Task);
 }
 
 /// What a worker's [`IdleWorker::look`] found.
@@ -251,11 +253,15 @@ impl Idle {
                 }
             };
             if let Some(t) = task {
+                if idle {
+                    idle = false;
+                    w.search_ended(&t);
+                }
                 if searching {
                     searching = false;
                     self.found_work(w.index(), || w.stealable_in_sight());
                 }
-                w.run(t, std::mem::take(&mut idle));
+                w.run(t);
             } else if !searching {
                 searching = true;
                 self.start_searching();
@@ -273,14 +279,7 @@ impl Idle {
             Look::Found(t) => Some(t),
             Look::Again => None,
             Look::Park(until) => {
-                let (slept, found) = self.park(
-                    w.index(),
-                    searching,
-                    || w.stopping(),
-                    || w.last_look(),
-                    || w.stealable_in_sight(),
-                    until,
-                );
+                let (slept, found) = self.park(w, searching, until);
                 if slept {
                     w.parked();
                 }
@@ -289,22 +288,19 @@ impl Idle {
         }
     }
 
-    /// Parks worker `me` on its lot unless `last_look` finds work (which is
-    /// then returned) or `stopping` says the runtime stops; `until` bounds
-    /// the sleep. `more` is `found_work`'s, for when the last look finds
-    /// work. `searching` says whether the worker is a searcher; the
-    /// worker gives that up to park, and comes back a searcher if a producer
-    /// picked it (see the module docs). Returns whether the worker actually
-    /// slept, and the work found.
-    fn park<T>(
+    /// Parks worker `w` on its lot unless its last look finds work (which
+    /// is then returned) or its runtime stops; `until` bounds the sleep.
+    /// `searching` says whether the worker is a searcher; the worker gives
+    /// that up to park, and comes back a searcher if a producer picked it
+    /// (see the module docs). Returns whether the worker actually slept,
+    /// and the work found.
+    fn park<W: IdleWorker>(
         &self,
-        me: usize,
+        w: &W,
         searching: &mut bool,
-        stopping: impl Fn() -> bool,
-        last_look: impl FnOnce() -> Option<T>,
-        more: impl FnOnce() -> bool,
         until: Option<Instant>,
-    ) -> (bool, Option<T>) {
+    ) -> (bool, Option<W::Task>) {
+        let me = w.index();
         let lot = &self.lots[Self::lot_of(me)];
         // The state is read BEFORE the last look (see ParkingLot's docs).
         let lot_state = lot.state();
@@ -316,8 +312,8 @@ impl Idle {
             last = self.searching.fetch_sub(1, SeqCst) == 1;
         }
         fence(SeqCst);
-        let found = last_look();
-        let slept = found.is_none() && !stopping();
+        let found = w.last_look();
+        let slept = found.is_none() && !w.stopping();
         if slept {
             lot.wait_until_masked(lot_state, until, Self::mask_of(me));
         }
@@ -329,7 +325,7 @@ impl Idle {
         if found.is_some() {
             // Leaving with work as the last searcher: as in `found_work`
             // (once awake, so that the wake-up is not for ourselves).
-            self.after_last_searcher(me, last, more);
+            self.after_last_searcher(me, last, || w.stealable_in_sight());
         }
         (slept, found)
     }

@@ -108,7 +108,8 @@ impl IdleWorker for ModelWorker<'_> {
         !self.rt.stealable.is_empty() || !self.rt.stealable2.is_empty()
     }
     fn parked(&self) {}
-    fn run(&self, t: u32, _after_idle: bool) {
+    fn search_ended(&self, _: &u32) {}
+    fn run(&self, t: u32) {
         let rt = self.rt;
         if t == LONG {
             // Runs until the other task has run.
@@ -207,9 +208,8 @@ fn loom_pinned_work_wakes_its_worker() {
 }
 
 /// Two producers, each pushing a task and notifying, racing the workers'
-/// parking: both tasks run. (This model caught a lost wake-up in an
-/// attempt to skip wake-ups while a signalled worker is on its way, see
-/// docs/benchmarks.md; keep it when trying again.)
+/// parking: both tasks run. (A scheme that skips wake-ups while a
+/// signalled worker is on its way loses a wake-up here.)
 #[test]
 fn loom_two_producers_never_lose_a_task() {
     model(|| assert_eq!(two_producers(7), [7, 8]));
@@ -235,9 +235,9 @@ fn two_producers(first: u32) -> Vec<u32> {
 /// A searcher takes a task that runs until a second one has run, while
 /// the second one's producer skips its wake-up because it sees that
 /// searcher: the searcher, the last one, sees the second task once it
-/// stops searching and wakes the parked worker for it. (Found by
-/// review: it looked for more work before it stopped searching, and
-/// the second task waited on the busy worker's queue.)
+/// stops searching and wakes the parked worker for it. (A searcher that
+/// looks for more work before it stops searching leaves the second task
+/// waiting on the busy worker's queue.)
 #[test]
 fn loom_the_last_searcher_wakes_a_worker_for_work_left_behind() {
     model(|| assert_eq!(two_producers(LONG), [8, LONG]));

@@ -31,20 +31,26 @@ use crate::meta::seam::Suspend;
 use crate::meta::TaskRef;
 use std::ptr;
 
-/// Switches the current task out with `reason`. Must be called on a task,
-/// by the task itself.
+/// Switches the current task out with `reason`; its worker acts on the
+/// reason after the switch.
 ///
 /// A task never suspends while a panic unwinds: the panic count is per OS
 /// thread, and whatever ran next on this worker would inherit it
 /// (coio-rs #70). Callers check [`can_suspend`] first and fall back to
 /// blocking the thread.
-pub(crate) fn suspend(t: TaskRef, reason: Suspend) {
+///
+/// # Safety
+/// `t` is the running task and the caller is its code ([`current_task`]),
+/// and [`can_suspend`] holds. For `Suspend::Block`, the wait stays alive
+/// until `t` resumes; for `Suspend::Urgent`, the child is a prepared task
+/// in no queue.
+pub(crate) unsafe fn suspend(t: TaskRef, reason: Suspend) {
     debug_assert!(can_suspend());
-    // SAFETY: we are the task itself, inside its body: its yielder lives on
-    // the stack we run on.
+    // SAFETY: the caller's contract: we are the task itself, inside its
+    // body, so its yielder lives on the stack we run on.
     let y = unsafe { t.yielder() };
     let here = 0u8;
-    // SAFETY: we are the task itself, on its home worker's thread.
+    // SAFETY: as above, on its home worker's thread.
     unsafe { t.set_switched_out_at(ptr::addr_of!(here) as usize) };
     y.suspend(reason);
 }

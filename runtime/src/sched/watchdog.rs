@@ -14,7 +14,7 @@
 //! [`RuntimeStats::stalls`](crate::RuntimeStats::stalls)).
 //!
 //! The same periodic timer does the stack pool's housekeeping: it marks the
-//! idle stacks that have become surplus (`stack.rs`), and wakes a worker to
+//! idle stacks that have become surplus (`stack/mod.rs`), and wakes a worker to
 //! unmap them if all are parked.
 
 use super::control::TaskControl;

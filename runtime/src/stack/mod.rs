@@ -19,7 +19,7 @@
 //! two). Idle stacks keep the pages their last tasks touched: one or two
 //! each for most tasks, all of a deep task's. Above that limit, what stayed
 //! idle through a whole [`RELEASE_PERIOD`] (so for one to two periods) is
-//! surplus: the runtime's periodic housekeeping (`watchdog.rs`) marks it,
+//! surplus: the runtime's periodic housekeeping (`sched/watchdog.rs`) marks it,
 //! and workers with nothing to run unmap it, [`RELEASE_CHUNK`] stacks at a
 //! time, looking for work between chunks. So with guard regions the end of
 //! a burst costs no syscalls, up to a ceiling of twice the limit; past the

@@ -63,7 +63,6 @@ use std::ptr;
 use std::time::Instant;
 
 /// A 32-bit value that tasks and threads can wait on; see the module docs.
-#[repr(transparent)]
 pub struct Butex {
     queue: WaitQueue,
 }
@@ -193,7 +192,9 @@ pub(crate) fn wait(
 
 fn wait_task(t: TaskRef, node: &WaitNode) -> u32 {
     let leave = Leave { t, node };
-    sched::suspend(t, Suspend::Block(BlockerRef::new(node)));
+    // SAFETY: `t` is the running task (`wait` found it suspendable), and
+    // the node lives in its meta, in use until `Leave` below.
+    unsafe { sched::suspend(t, Suspend::Block(BlockerRef::new(node))) };
     // Step 5 of the module docs: we run again, so somebody ended the wait.
     drop(leave);
     node.outcome(Ordering::Acquire)
@@ -202,9 +203,9 @@ fn wait_task(t: TaskRef, node: &WaitNode) -> u32 {
 /// Step 5 of the module docs: once a task's wait has ended, nothing may
 /// point at its node any more. A guard, because a task whose wait ended but
 /// which never resumed (a queued task cancelled at shutdown) is unwound from
-/// `suspend`, and its meta is then freed for another task: its timer, its
-/// interrupt record and its worker's `DueSleep` must let go of the node
-/// first. (The task's next wait reuses the node, which is safe for the same
+/// `suspend`, and its meta is then freed for another task: its timer and
+/// its interrupt record must let go of the node first (its worker forgets
+/// a sleep it noted before it resumes or cancels the task). (The task's next wait reuses the node, which is safe for the same
 /// reason.)
 struct Leave<'a> {
     t: TaskRef,
@@ -216,9 +217,6 @@ impl Drop for Leave<'_> {
         let (t, node) = (self.t, self.node);
         // Our worker (a task's wait is left on its home worker's thread).
         let g = sched::current_group();
-        if let Some(g) = g {
-            g.forget_sleep(ptr::from_ref(node).cast());
-        }
         if node.kind().interruptible() {
             t.lock_interrupts().waiting = ptr::null();
         }

@@ -243,7 +243,7 @@ fn loom_an_interrupt_racing_the_start_of_a_wait_is_not_lost() {
 }
 
 /// `stop` (the flag and an interrupt, under the interrupt lock, as
-/// `time::signal` does) racing the start of a wait ends that wait, and
+/// `butex::signal` does) racing the start of a wait ends that wait, and
 /// refuses the next one too, although the interrupt was consumed.
 #[test]
 fn loom_a_stop_racing_the_start_of_a_wait_refuses_every_wait() {
@@ -362,7 +362,7 @@ fn loom_the_stop_claiming_a_wait_loses_no_wake_up() {
     });
 }
 
-/// The sleeper's own worker ends a due sleep (`end_sleep_early`: cancel
+/// The sleeper's own worker ends a due sleep (`Blocker::end_due_sleep`: cancel
 /// the timer, and if that wins, run its callback) while the timer thread
 /// fires and an interrupter strikes: still exactly one outcome, the
 /// callback runs at most once, and a losing interrupt is remembered.
@@ -375,7 +375,7 @@ fn loom_a_worker_ending_a_due_sleep_races_its_timer() {
         let timer = spawn_timer(&m);
         let interrupter = spawn_interrupter(&m);
         // The worker, on the sleeper's thread before it resumes: the
-        // cancel half of `end_sleep_early`, then the callback if it won.
+        // cancel half of `end_due_sleep`, then the callback if it won.
         if cancel_timer(&m).is_ok() {
             on_timeout(&m.node);
         }

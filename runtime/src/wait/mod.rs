@@ -7,7 +7,9 @@
 //! hands the task back through `sched::make_ready`. Deadline scopes
 //! ([`deadline`]) fold into every wait. Sleeps, joins, the `sync`
 //! primitives, and the waits still to come (I/O readiness, channels) are
-//! all waits of this layer: none of them adds an edge into the scheduler.
+//! all waits of this layer. They use the scheduler's small API (which task
+//! runs here, `suspend`, `make_ready`); the scheduler uses nothing of
+//! theirs but the seam, so a new wait adds no edge into it.
 
 mod butex;
 pub(crate) mod deadline;

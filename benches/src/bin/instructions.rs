@@ -1,0 +1,126 @@
+//! Workloads to count instructions of, under callgrind: a measure of the
+//! hot paths that a busy 2-vCPU VM does not blur. Wall-clock benchmarks on
+//! such a host move by 10-30 % between runs; instruction counts of the same
+//! binary and input repeat to a few parts in a million.
+//!
+//! ```text
+//! cargo build --release -p spindle-benches --bin instructions
+//! valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+//!     target/release/instructions yield 200000      # and again with 400000
+//! ```
+//!
+//! Run each workload at two sizes and divide the difference of the totals
+//! by the difference of the operations: start-up and shutdown cancel out.
+//! Every workload runs on a 1-worker runtime, so no instructions are spent
+//! spinning on an idle second worker.
+//!
+//! - `yield N`: two tasks yield N times each (2N switches);
+//! - `pingpong N`: two tasks pass a turn N times through a `Butex` (N round
+//!   trips, each two waits and two wakes);
+//! - `spawn_join N`: a task spawns and joins N tasks, 1 000 at a time;
+//! - `sleep N`: N tasks sleep 20 ms at once (arm, fire, wake, join);
+//! - `timer_churn N`: N timers armed and cancelled on a timer thread of
+//!   their own (the RPC pattern: almost no timer fires).
+
+use spindle::Butex;
+use spindle_timer::{TimerOptions, TimerThread};
+use std::hint::black_box;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let (Some(mode), Some(n)) = (args.next(), args.next().and_then(|n| n.parse::<u32>().ok()))
+    else {
+        eprintln!("usage: instructions yield|pingpong|spawn_join|sleep|timer_churn N");
+        std::process::exit(2);
+    };
+    if mode == "timer_churn" {
+        timer_churn(n);
+        return;
+    }
+    let rt = spindle::Runtime::builder()
+        .workers(1)
+        .build()
+        .expect("a 1-worker runtime");
+    rt.block_on(|| match mode.as_str() {
+        "yield" => yields(n),
+        "pingpong" => pingpong(n),
+        "spawn_join" => spawn_join(n),
+        "sleep" => sleep(n),
+        other => {
+            eprintln!("unknown workload {other}");
+            std::process::exit(2);
+        }
+    });
+}
+
+fn yields(n: u32) {
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            spindle::spawn(move || {
+                for _ in 0..n {
+                    spindle::yield_now();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.join().expect("the yielder");
+    }
+}
+
+fn pingpong(n: u32) {
+    let turn = Arc::new(Butex::new(0));
+    let players: Vec<_> = (0..2u32)
+        .map(|me| {
+            let turn = turn.clone();
+            spindle::spawn(move || {
+                for _ in 0..n {
+                    while turn.value().load(Ordering::Acquire) != me {
+                        let _ = turn.wait(1 - me, None);
+                    }
+                    turn.value().store(1 - me, Ordering::Release);
+                    turn.wake_one();
+                }
+            })
+        })
+        .collect();
+    for p in players {
+        p.join().expect("the player");
+    }
+}
+
+fn spawn_join(n: u32) {
+    for _ in 0..n / 1000 {
+        let tasks: Vec<_> = (0..1000u32).map(|i| spindle::spawn(move || i)).collect();
+        for t in tasks {
+            black_box(t.join().expect("the child"));
+        }
+    }
+}
+
+fn sleep(n: u32) {
+    let sleepers: Vec<_> = (0..n)
+        .map(|_| spindle::spawn(|| spindle::sleep(Duration::from_millis(20))))
+        .collect();
+    for s in sleepers {
+        s.join()
+            .expect("the sleeper")
+            .expect("an uninterrupted sleep");
+    }
+}
+
+fn timer_churn(n: u32) {
+    let timer = TimerThread::start(TimerOptions::default()).expect("a timer thread");
+    let deadline = Instant::now() + Duration::from_secs(100);
+    for v in 0..n {
+        let id = timer
+            .schedule(deadline, move || {
+                black_box(v);
+            })
+            .expect("armed");
+        black_box(timer.unschedule(id));
+    }
+}
