@@ -45,7 +45,7 @@ use super::idle_poll::PollWindow;
 use super::queue::LocalQueue;
 use crate::loom::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
 use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
-use crate::meta::{self, TaskRef, CANCELLED, FINISHED, NO_HOME};
+use crate::meta::{self, TaskId, TaskRef, CANCELLED, FINISHED, NO_HOME};
 use crate::stack::overflow;
 use crate::stack::TaskStack;
 use corosensei::CoroutineResult;
@@ -609,11 +609,12 @@ impl TaskGroup {
         let me = self.remote();
         // Release: a watchdog sample that reads this task (Acquire) then
         // reads a switch count no older than the last run's bump.
-        me.running.store(t.id().as_u64(), Release);
+        let id = t.id();
+        me.running.store(id.as_u64(), Release);
         // SAFETY: errno is this thread's; we run `t`, so its saved errno
         // is ours to read.
         unsafe { *libc::__errno_location() = t.errno() };
-        report_overflows_of(t);
+        report_overflows_of(t, id);
         // SAFETY: the running worker owns the coroutine of the task it runs:
         // the task is in no queue and no wait list while it runs.
         let coro = unsafe { t.coro_mut() }
@@ -806,7 +807,7 @@ impl TaskGroup {
         self.unwinding_cancelled.set(started);
         if started {
             // Its unwind runs on its stack: an overflow there is its own.
-            report_overflows_of(t);
+            report_overflows_of(t, t.id());
         }
         // SAFETY: the worker owns the queued task's coroutine. Dropping a
         // started coroutine unwinds its stack on this, its home, thread.
@@ -877,14 +878,14 @@ impl IdleWorker for TaskGroup {
 
 /// Makes a fault in `t`'s guard page, from now until
 /// `overflow::set_running(None)`, report `t`'s overflow by name.
-fn report_overflows_of(t: TaskRef) {
+fn report_overflows_of(t: TaskRef, id: TaskId) {
     // SAFETY: the guard was written at binding, the size at spawn; both are
     // read-only since, and `t` is this worker's to run or unwind.
     let (guard, stack_size) = unsafe { (t.guard(), t.stack_size()) };
     overflow::set_running(Some(overflow::Running {
         guard_lo: guard.0,
         guard_hi: guard.1,
-        id: t.id(),
+        id,
         stack_size,
     }));
 }
