@@ -61,6 +61,7 @@ use spindle_benches::sleepers::{
     self, lateness, process_cpu_time, release_free_heap, rss_bytes, signed_nanos, total, Latencies,
 };
 use spindle_benches::workload::{full_batches, Placement};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -1139,27 +1140,52 @@ fn many_sleepers(c: &mut Criterion, p: &Peers) {
 
 /// Tasks asleep until one shared deadline in `sleep_burst`.
 const BURST: u64 = 100_000;
-/// How far ahead of the first spawn that deadline is: time enough for every
-/// task to have started and gone to sleep (once spindle's stacks are mapped:
-/// see `sleep_burst`).
+/// How far ahead of the first spawn that deadline is, at first: time enough
+/// for every task to have started and gone to sleep once spindle's stacks
+/// are mapped (see `sleep_burst`). A run whose spawns outlast it is not
+/// measured, and the lead doubles (`with_lead`).
 const BURST_LEAD: Duration = Duration::from_millis(300);
+/// The longest lead tried before the group gives up.
+const BURST_MAX_LEAD: Duration = Duration::from_secs(20);
 /// The lead of the unmeasured first run, which maps spindle's stacks.
 const BURST_WARM_UP_LEAD: Duration = Duration::from_secs(3);
 
-/// Checks that every task of a burst was asleep before the deadline (else
-/// the run measured spawns, not a burst of wake-ups), and returns the time
-/// from the deadline to the last task running.
-fn burst_drain(due: Instant, asleep_at: Instant, last: Instant) -> Duration {
-    assert!(
-        asleep_at < due,
-        "the burst's tasks were not all asleep by its deadline"
-    );
-    last.saturating_duration_since(due)
+/// The time from the deadline to the last task running, if every task of
+/// the burst was asleep before the deadline (else the run measured spawns,
+/// not a burst of wake-ups).
+fn burst_drain(due: Instant, asleep_at: Instant, last: Instant) -> Option<Duration> {
+    (asleep_at < due).then(|| last.saturating_duration_since(due))
+}
+
+/// Runs `burst` with the lead in `lead`, doubling it after a run whose
+/// spawns outlasted it (that run is not measured): a host that maps stacks
+/// slowly, or a pool trimmed between runs (`vm.max_map_count` bounds the
+/// idle stacks kept), needs longer than `BURST_LEAD`.
+fn with_lead(
+    lead: &Cell<Duration>,
+    mut burst: impl FnMut(Duration) -> Option<Duration>,
+) -> Duration {
+    loop {
+        if let Some(drain) = burst(lead.get()) {
+            return drain;
+        }
+        let longer = lead.get() * 2;
+        assert!(
+            longer <= BURST_MAX_LEAD,
+            "sleep_burst: 100 000 spawns outlasted a {:?} lead",
+            lead.get()
+        );
+        eprintln!(
+            "[sleep_burst] the spawns outlasted a {:?} lead: {longer:?} from now on",
+            lead.get()
+        );
+        lead.set(longer);
+    }
 }
 
 /// One `sleep_burst` run on spindle: `BURST` tasks sleep until one
 /// deadline; returns the time from it to the last of them running.
-fn spindle_burst(rt: &spindle::Runtime, lead: Duration) -> Duration {
+fn spindle_burst(rt: &spindle::Runtime, lead: Duration) -> Option<Duration> {
     rt.block_on(|| {
         STARTED.store(0, Ordering::SeqCst);
         let due = Instant::now() + lead;
@@ -1185,7 +1211,7 @@ fn spindle_burst(rt: &spindle::Runtime, lead: Duration) -> Duration {
 }
 
 /// One `sleep_burst` run on tokio.
-fn tokio_burst(rt: &tokio::runtime::Runtime, lead: Duration) -> Duration {
+fn tokio_burst(rt: &tokio::runtime::Runtime, lead: Duration) -> Option<Duration> {
     rt.block_on(async {
         tokio::spawn(async move {
             STARTED.store(0, Ordering::SeqCst);
@@ -1228,13 +1254,23 @@ fn sleep_burst(c: &mut Criterion, p: &Peers) {
     let rt = small_stack_runtime();
     // Unmeasured first runs: spindle maps its tasks' stacks in its first
     // (then reuses them, as a server would), and tokio allocates its tasks.
-    spindle_burst(&rt, BURST_WARM_UP_LEAD);
-    tokio_burst(&p.tokio, BURST_WARM_UP_LEAD);
+    let warm_up = Cell::new(BURST_WARM_UP_LEAD);
+    with_lead(&warm_up, |lead| spindle_burst(&rt, lead));
+    with_lead(&warm_up, |lead| tokio_burst(&p.tokio, lead));
+    let (spindle_lead, tokio_lead) = (Cell::new(BURST_LEAD), Cell::new(BURST_LEAD));
     g.bench_function("spindle", |b| {
-        b.iter_custom(|iters| full_batches(iters, BURST, |_| spindle_burst(&rt, BURST_LEAD)))
+        b.iter_custom(|iters| {
+            full_batches(iters, BURST, |_| {
+                with_lead(&spindle_lead, |lead| spindle_burst(&rt, lead))
+            })
+        })
     });
     g.bench_function("tokio", |b| {
-        b.iter_custom(|iters| full_batches(iters, BURST, |_| tokio_burst(&p.tokio, BURST_LEAD)))
+        b.iter_custom(|iters| {
+            full_batches(iters, BURST, |_| {
+                with_lead(&tokio_lead, |lead| tokio_burst(&p.tokio, lead))
+            })
+        })
     });
     g.finish();
     rt.shutdown();
