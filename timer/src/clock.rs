@@ -9,7 +9,9 @@
 //! nanoseconds last 584 years, so the encoding is total:
 //!
 //! - an `Instant` before the base (or equal to it) becomes `0`, which is
-//!   always due;
+//!   always due; a periodic timer's `first` that early is moved to the first
+//!   point of its own grid at or after the base instead
+//!   ([`first_period_ns`]), so that its runs keep `first + k * period`;
 //! - an `Instant` more than 584 years after the base saturates to [`NEVER`],
 //!   a valid deadline that never comes (the timer can still be cancelled or
 //!   rescheduled). Nothing here overflows or panics, whatever the `Instant`.
@@ -103,6 +105,30 @@ pub(crate) fn next_period(due: u64, period: u64, now: u64) -> u64 {
     due.saturating_add(period.saturating_mul(missed.saturating_add(1)))
 }
 
+/// The deadline of a periodic timer's first run at `first`, every `period`
+/// ns: `first` itself if the encoding holds it, else, for a `first` before
+/// the base, the first point `first + k * period` at or after the base. (A
+/// plain 0 would put every later run on the base's grid, up to a period
+/// away from `first`'s.) With a period of up to a day that point is due at
+/// once; a longer period's may lie ahead, and the runs before it are
+/// skipped, as a late timer's are ([`next_period`]).
+pub(crate) fn first_period_ns(first: Instant, period: u64) -> u64 {
+    match base().checked_duration_since(first) {
+        Some(before) if !before.is_zero() => grid_after_base(duration_ns(before), period),
+        _ => deadline_ns(first),
+    }
+}
+
+/// The first point of a grid of `period` at or after the base, for a grid
+/// through an instant `before` ns before the base.
+fn grid_after_base(before: u64, period: u64) -> u64 {
+    debug_assert!(period > 0);
+    match before % period {
+        0 => 0,
+        r => period - r,
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -123,8 +149,9 @@ mod tests {
     }
 
     /// Instants taken shortly before the first timer call still encode
-    /// exactly (a periodic timer's `first`, say). (Found by review: the base
-    /// was the first call's own `now`, so they all became 0.)
+    /// exactly (a periodic timer's `first`, say): the base lies a day
+    /// before the first call, not at its own `now`, which would make them
+    /// all 0.
     #[test]
     fn instants_from_before_the_first_call_are_not_clamped() {
         let earlier = Instant::now();
@@ -144,6 +171,33 @@ mod tests {
         let i = Instant::now() + Duration::from_millis(3);
         let back = instant_of(deadline_ns(i)).unwrap();
         assert_eq!(back, i);
+    }
+
+    /// A periodic timer whose `first` lies before the base keeps its own
+    /// grid: its first deadline is the first `first + k * period` at or
+    /// after the base, not the base itself.
+    #[test]
+    fn a_first_before_the_base_is_moved_onto_its_own_grid() {
+        assert_eq!(grid_after_base(30, 10), 0);
+        assert_eq!(grid_after_base(25, 10), 5);
+        assert_eq!(grid_after_base(1, 10), 9);
+        assert_eq!(grid_after_base(7, 1000), 993);
+        let period = Duration::from_millis(7);
+        let period_ns = duration_ns(period);
+        let _ = now_ns(); // make sure the base exists
+                          // 3.25 periods before the base: the 4th point is 0.75 periods after.
+        if let Some(first) = base().checked_sub(period * 13 / 4) {
+            let due = first_period_ns(first, period_ns);
+            assert_eq!(due, deadline_ns(first + period * 4));
+            assert!(due > 0 && due < period_ns, "{due}");
+            // Its later runs stay on `first`'s grid.
+            let later = next_period(due, period_ns, due + 3 * period_ns + 1);
+            assert_eq!(later, deadline_ns(first + period * 8));
+        }
+        // On the base, and after it: the plain encoding.
+        assert_eq!(first_period_ns(base(), period_ns), 0);
+        let soon = Instant::now() + period;
+        assert_eq!(first_period_ns(soon, period_ns), deadline_ns(soon));
     }
 
     #[test]

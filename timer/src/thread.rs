@@ -533,7 +533,7 @@ impl TimerThread {
             return Err(TimerError::InvalidPeriod);
         }
         self.arm(
-            clock::deadline_ns(first),
+            clock::first_period_ns(first, period),
             period,
             Callback::periodic(f),
             PrefetchHint::NONE,
