@@ -248,8 +248,8 @@ mod tests {
         assert!(lot.state().stopped());
     }
 
-    /// Regression: `signal(u32::MAX)` then `signal(1)` must not bring the
-    /// state back to what a waiter read before them (a lost wake-up).
+    /// `signal(u32::MAX)` then `signal(1)` must not bring the state back to
+    /// what a waiter read before them (a lost wake-up).
     #[test]
     fn signals_never_restore_an_old_state() {
         let lot = ParkingLot::new();

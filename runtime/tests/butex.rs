@@ -227,8 +227,8 @@ fn a_reused_butex_never_sees_a_false_timeout() {
 
 /// `wake_all` wakes the waiters queued when it is called, not those that
 /// queue again while it runs: waiters that re-wait as fast as they are
-/// woken must not keep it going. (Found by review: it went on while its
-/// batches of 32 came back full.)
+/// woken must not keep it going. (Guards against a `wake_all` that goes on
+/// as long as its batches of 32 come back full.)
 #[test]
 fn wake_all_leaves_waiters_that_queue_after_it_began() {
     const WAITERS: usize = 96;

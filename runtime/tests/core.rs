@@ -498,9 +498,9 @@ impl Drop for ReportsDrop {
 }
 
 /// A task whose handle is gone drops its own result, as itself: never the
-/// worker, outside any task, where a `Drop` that panicked killed the worker
-/// and one that waited blocked its thread. (Found by review: the worker
-/// that freed the slot dropped it.)
+/// worker, outside any task, where a `Drop` that panics would kill the
+/// worker and one that waits would block its thread. (Guards against the
+/// worker that frees the slot dropping it.)
 #[test]
 fn a_detached_task_drops_its_own_result_even_one_that_panics() {
     let rt = rt(1);
@@ -688,7 +688,7 @@ fn shutdown_while_hogged(rt: Runtime, hog: Hog) {
 /// A task whose timed wait has ended but which has not resumed yet (it is
 /// queued) when its runtime stops is cancelled: its stack is unwound and
 /// unmapped. Its wait's timer must be cancelled first, or it fires into the
-/// unmapped stack (found by review: the timer thread crashed).
+/// unmapped stack and crashes the timer thread.
 #[test]
 fn a_woken_task_cancelled_at_shutdown_leaves_no_timer_behind() {
     let rt = rt(1);
@@ -799,8 +799,8 @@ fn a_cancelled_task_whose_capture_panics_in_drop_does_not_stop_the_shutdown() {
 
 /// A never-run task's captures are dropped at shutdown on its worker's own
 /// stack, outside any task: a drop that blocks (here, a sleep) blocks the
-/// worker thread, as on a plain thread. (Found by review: it tried to
-/// suspend the never-run task, through a yielder it never had.)
+/// worker thread, as on a plain thread. (It must not try to suspend the
+/// never-run task, through a yielder it never had.)
 #[test]
 fn a_never_run_task_whose_capture_blocks_in_drop_is_cancelled_cleanly() {
     struct SleepsOnDrop(Arc<AtomicUsize>);
@@ -879,8 +879,9 @@ fn small_and_large_bodies_both_run() {
     }
 }
 
-/// Regression: tasks spawned from a plain thread ran only when a worker had
-/// nothing local, so tasks that yield in a loop starved them forever.
+/// Tasks spawned from a plain thread run even while the workers have local
+/// work: run only when a worker had nothing local, they would be starved
+/// forever by tasks that yield in a loop.
 #[test]
 fn spawns_from_outside_are_not_starved_by_busy_workers() {
     let rt = rt(2);
@@ -908,13 +909,14 @@ fn spawns_from_outside_are_not_starved_by_busy_workers() {
 
 /// A steady flood of spawns from a plain thread, enough to keep the
 /// injector from ever running dry, does not starve a task that is woken
-/// again and again (here by its sleeps' timers) on the same worker. (Found
-/// by review: every starvation guard tick ran a task from the injector and
-/// refilled `fresh` with a batch, and `fresh` always went before the woken.)
+/// again and again (here by its sleeps' timers) on the same worker. (It
+/// would be starved if every starvation guard tick ran a task from the
+/// injector and refilled `fresh` with a batch, and `fresh` always went
+/// before the woken.)
 #[test]
 fn a_flood_of_spawns_from_a_thread_does_not_starve_woken_tasks() {
     const IN_FLIGHT: usize = 1_000;
-    // 0.2 s of naps; on the old code each took some 0.1 s.
+    // 0.2 s of naps; starved, each would take some 0.1 s.
     const NAPS: usize = 1_000;
     let rt = rt(1);
     let done = Arc::new(AtomicBool::new(false));

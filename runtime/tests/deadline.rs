@@ -183,8 +183,8 @@ fn block_on_carries_the_callers_scope_into_its_task() {
 }
 
 /// Once a scope's deadline has passed, a sleep to an even earlier instant
-/// fails with `DeadlineExceeded` on a plain thread as in a task. (Found by
-/// review: the plain thread's returned `Ok`.)
+/// fails with `DeadlineExceeded` on a plain thread as in a task. (Guards
+/// against the plain thread's sleep returning `Ok`.)
 #[test]
 fn a_past_sleep_in_an_expired_scope_fails_on_a_thread_as_in_a_task() {
     let past_sleep_in_expired_scope = || {

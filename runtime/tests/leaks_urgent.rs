@@ -8,9 +8,8 @@ use spindle::Runtime;
 
 /// A task that starts a child with `spawn_urgent` (switching to it at once)
 /// and is unwound there by the runtime's stop, before it runs again, still
-/// lets the child's slot go. (Found by review: the child's handle was made
-/// only after the switch, so it never existed, and the slot waited for it
-/// for good.)
+/// lets the child's slot go. (A child's handle made only after the switch
+/// would never exist here, and the slot would wait for it for good.)
 #[test]
 fn a_parent_unwound_inside_spawn_urgent_leaks_no_slot() {
     use spindle::JoinError;

@@ -83,9 +83,9 @@ impl Drop for OverflowsOnDrop {
 }
 
 /// A started task cancelled at shutdown unwinds on its own stack; an
-/// overflow during that unwind is reported by name too. (Found by review:
-/// the worker did not say which task it was unwinding, so this died of a
-/// bare SIGSEGV.)
+/// overflow during that unwind is reported by name too. (A worker that
+/// does not say which task it is unwinding leaves this to die of a bare
+/// SIGSEGV.)
 #[test]
 fn an_overflow_while_a_cancelled_task_unwinds_is_named() {
     if std::env::var_os(CHILD).is_some() {
@@ -116,8 +116,8 @@ fn an_overflow_while_a_cancelled_task_unwinds_is_named() {
 /// A SIGSEGV sent to the process (not a fault) while the default action was
 /// in place before spindle's handler still kills it: the handler, which
 /// passes on what is not an overflow, sends it again rather than swallow
-/// it. (Found by review: it restored the default and returned, which ends
-/// a fault, since the fault repeats, but not a sent signal.)
+/// it. (Restoring the default and returning is not enough: that ends a
+/// fault, since the fault repeats, but not a sent signal.)
 #[test]
 fn a_sent_sigsegv_is_not_swallowed() {
     if std::env::var_os(CHILD).is_some() {

@@ -220,8 +220,8 @@ fn a_destructor_that_spawns_during_the_stop_gets_a_cancelled_task() {
 
 /// A task in `block_on` on another runtime is not unwound by its own
 /// runtime's stop before the task it waits for, which borrows from its
-/// frame, has ended. (Found by review: the stop unwound it, unmapping the
-/// stack that task was still writing to.)
+/// frame, has ended. (Unwinding it then would unmap the stack that task is
+/// still writing to.)
 #[test]
 fn the_stop_waits_for_a_block_on_whose_task_borrows_from_the_stopped_task() {
     let outer = rt(1);
@@ -254,7 +254,7 @@ fn the_stop_waits_for_a_block_on_whose_task_borrows_from_the_stopped_task() {
 
 /// A wake-up taken by a task that the stop then cancels is passed on to
 /// the next waiter: a plain thread queued behind it on a mutex does not
-/// sleep beside the free lock. (Found by review.)
+/// sleep beside the free lock.
 #[test]
 fn a_wake_up_taken_by_a_cancelled_task_is_passed_on() {
     let rt = rt(1);
@@ -298,8 +298,8 @@ fn a_wake_up_taken_by_a_cancelled_task_is_passed_on() {
 /// A runtime dropped from a task of another runtime does not wait there for
 /// its workers: they may be waiting for that other runtime's tasks (here a
 /// task of the dropped runtime is in `block_on` on the other one, with one
-/// worker, which the wait would hold). (Found by review: the drop joined the
-/// workers from the other runtime's only worker, and nothing moved again.)
+/// worker, which the wait would hold). (A drop that joins the workers from
+/// the other runtime's only worker leaves nothing able to move again.)
 #[test]
 fn a_runtime_dropped_from_another_runtimes_task_does_not_deadlock_it() {
     let a = rt(1);
@@ -331,8 +331,8 @@ fn a_runtime_dropped_from_another_runtimes_task_does_not_deadlock_it() {
 }
 
 /// A condvar notification taken by a task that the stop then unwinds, while
-/// it waits to lock the mutex again, is passed on to the next waiter.
-/// (Found by review, like the mutex's.)
+/// it waits to lock the mutex again, is passed on to the next waiter, as
+/// the mutex's wake-up is.
 #[test]
 fn a_notification_taken_by_a_task_the_stop_unwinds_is_passed_on() {
     let rt = rt(1);

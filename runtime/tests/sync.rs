@@ -266,8 +266,8 @@ fn add_count_past_u32_max_is_an_error_that_changes_nothing() {
 
 /// A waiter that `notify_one` woke, but whose deadline scope ends before it
 /// gets the mutex back, passes the notification on: the next waiter is not
-/// left asleep beside the work it was meant for. (Found by review: the
-/// notification was lost with the scope's error.)
+/// left asleep beside the work it was meant for. (The notification must
+/// not be lost with the scope's error.)
 #[test]
 fn a_notification_taken_by_a_waiter_whose_deadline_passes_is_passed_on() {
     let pair = Arc::new((Mutex::new(0u32), Condvar::new()));

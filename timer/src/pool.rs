@@ -335,8 +335,8 @@ mod tests {
 
     /// A thread that only frees (the timer thread, a thread that only
     /// cancels) caches what it frees instead of taking the global lock for
-    /// each, and gives it back when it exits. (Found by review: every fired
-    /// timer took the pool's mutex.)
+    /// each, and gives it back when it exits, so that fired timers do not
+    /// each take the pool's mutex.
     #[test]
     fn a_thread_that_only_frees_caches_its_frees() {
         let pool = Arc::new(SlotPool::new());

@@ -100,9 +100,9 @@ fn not_found_after_firing_and_for_forged_ids() {
 }
 
 /// Ids taken to another timer thread name none of its timers: both threads
-/// number their slots from 0, but start their versions far apart. (Found by
-/// review: the first ids of two threads were equal, so one thread's id
-/// cancelled the other's timer.)
+/// number their slots from 0, but start their versions far apart. (Were the
+/// first ids of two threads equal, one thread's id would cancel the other's
+/// timer.)
 #[test]
 fn ids_of_another_timer_thread_are_not_found() {
     let far = Instant::now() + Duration::from_secs(3600);
