@@ -11,12 +11,13 @@
 //!   steal from it (in batches); only never-run tasks may migrate.
 //! - `ready`: a FIFO list of started tasks pinned to this worker (a task that
 //!   yielded, or was woken by a task of this worker).
-//! - `remote` (in [`GroupRemote`]): started tasks woken by other threads.
+//! - `woken` (in [`GroupRemote`]): started tasks woken by other threads
+//!   (the remote queue).
 //!
 //! The loop takes work in this order: `next` (the child of a
 //! `spawn_urgent`), the LIFO slot (the last task spawned here, likeliest to
 //! be joined next), `fresh`, then `ready` (so a yield goes behind the tasks
-//! spawned before it), with the `remote` queue appended to
+//! spawned before it), with the remote queue appended to
 //! `ready` just before each take from it and before a yield is queued (so a
 //! woken task waits behind the started tasks that were ready before it, not
 //! behind later yields); every
@@ -28,14 +29,15 @@
 //! threads), then from the other workers, starting at a random one and moving
 //! by a fixed stride coprime with the worker count. Then it spins briefly
 //! (longer with `Builder::idle_poll`, see `idle_poll.rs`) and finally parks on
-//! its lot (see `idle.rs` for the handshake).
+//! its lot; the loop itself, with its searching and parking handshakes, is
+//! `Idle::work` (`idle.rs`), which this group drives as an `IdleWorker`.
 //!
 //! # Switching
 //!
 //! A task suspends with a [`Suspend`] *reason*, and the worker acts on it only
 //! after the switch, once the task's stack is no longer running: a yield is
-//! queued, a wait is linked into its butex and its timer armed, an urgent
-//! spawn runs the child. This is bthread's "remained" callback made explicit,
+//! queued, a wait is handed to its `Blocker` (which links it and arms its
+//! timer), an urgent spawn runs the child. This is bthread's "remained" callback made explicit,
 //! and it is why a waker or a timer can never resume a stack that is still
 //! running: the task is not visible to them until the switch is complete.
 
