@@ -42,6 +42,37 @@ fn an_overflowing_task_is_named_and_the_process_aborts() {
     }
     assert_child_reports_an_overflow_and_aborts(
         "an_overflowing_task_is_named_and_the_process_aborts",
+        "",
+    );
+}
+
+/// A task given a name by `task::Builder::name` is reported by that name
+/// too, beside its id.
+#[test]
+fn an_overflowing_task_is_reported_by_its_name() {
+    if std::env::var_os(CHILD).is_some() {
+        let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+        rt.block_on(|| {
+            let named = Arc::new(AtomicBool::new(false));
+            let go = named.clone();
+            let h = spindle::task::Builder::new()
+                .name("deep-recursion")
+                .spawn(move || {
+                    while !go.load(Ordering::SeqCst) {
+                        spindle::yield_now();
+                    }
+                    recurse(0)
+                })
+                .unwrap();
+            say_which_task(h.id());
+            named.store(true, Ordering::SeqCst);
+            let _ = h.join();
+        });
+        unreachable!("the overflow must abort the process");
+    }
+    assert_child_reports_an_overflow_and_aborts(
+        "an_overflowing_task_is_reported_by_its_name",
+        " \"deep-recursion\"",
     );
 }
 
@@ -54,8 +85,9 @@ fn say_which_task(id: spindle::TaskId) {
 
 /// Runs `test` of this binary in a child process (which does the
 /// overflowing) and checks that the child named the task's overflow of its
-/// 256 KiB stack and aborted.
-fn assert_child_reports_an_overflow_and_aborts(test: &str) {
+/// 256 KiB stack, by its id and then `name` (as the report quotes it, or
+/// empty for a task with no name), and aborted.
+fn assert_child_reports_an_overflow_and_aborts(test: &str, name: &str) {
     let out = common::run_in_child(test, CHILD);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
@@ -65,7 +97,7 @@ fn assert_child_reports_an_overflow_and_aborts(test: &str) {
         .lines()
         .find_map(|l| l.strip_prefix(CHILD_SAYS))
         .unwrap_or_else(|| panic!("the child named no task; stderr was: {stderr}"));
-    let named = format!("spindle: {id} overflowed its 262144-byte stack");
+    let named = format!("spindle: {id}{name} overflowed its 262144-byte stack");
     assert!(
         stderr.contains(&named),
         "expected {named:?}; stderr was: {stderr}"
@@ -110,6 +142,7 @@ fn an_overflow_while_a_cancelled_task_unwinds_is_named() {
     }
     assert_child_reports_an_overflow_and_aborts(
         "an_overflow_while_a_cancelled_task_unwinds_is_named",
+        "",
     );
 }
 

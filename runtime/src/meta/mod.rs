@@ -372,16 +372,6 @@ impl TaskMeta {
         self.errno.with_mut(|p| unsafe { *p = errno })
     }
 
-    /// The guard page below the task's stack, `[lo, hi)`.
-    ///
-    /// # Safety
-    /// The caller holds the task; the guard was written when its coroutine
-    /// was built ([`install_coroutine`]).
-    pub(crate) unsafe fn guard(&self) -> (usize, usize) {
-        // SAFETY: the caller's contract.
-        self.guard.with(|p| unsafe { *p })
-    }
-
     // ------------------------------------------------------- the task itself
 
     /// Records the yielder the task switches out through.
@@ -707,6 +697,35 @@ impl std::ops::Deref for TaskRef {
     type Target = TaskMeta;
     fn deref(&self) -> &TaskMeta {
         self.meta()
+    }
+}
+
+/// Describes the task at `task` for the overflow handler
+/// (`stack::overflow::Describe`): its guard page, id, stack size and name.
+///
+/// # Safety
+/// `task` points at the meta of the task the calling thread runs or
+/// unwinds: its guard, size and name were written before it ran and do not
+/// change while it does. It only reads memory (the handler calls it).
+pub(crate) unsafe fn describe_for_overflow(task: *const ()) -> crate::stack::overflow::Running {
+    // SAFETY: the caller's contract: a live meta, whose fields below are
+    // not written while its task runs.
+    let t = unsafe { &*task.cast::<TaskMeta>() };
+    // SAFETY: as above.
+    let (guard, stack_size) = (
+        t.guard.with(|p| unsafe { *p }),
+        t.stack_size.with(|p| unsafe { *p }),
+    );
+    // SAFETY: as above.
+    let name = t
+        .name
+        .with(|p| unsafe { (*p).as_deref().map(|n| (n.as_ptr(), n.len())) });
+    crate::stack::overflow::Running {
+        guard_lo: guard.0,
+        guard_hi: guard.1,
+        id: t.id(),
+        stack_size,
+        name,
     }
 }
 

@@ -47,7 +47,7 @@ use super::idle_poll::PollWindow;
 use super::queue::LocalQueue;
 use crate::loom::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
 use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
-use crate::meta::{self, TaskId, TaskRef, CANCELLED, FINISHED, NO_HOME};
+use crate::meta::{self, TaskRef, CANCELLED, FINISHED, NO_HOME};
 use crate::stack::overflow;
 use crate::stack::TaskStack;
 use corosensei::CoroutineResult;
@@ -363,7 +363,7 @@ impl TaskGroup {
     /// The worker loop. Returns when the runtime stops.
     pub(crate) fn run(&self) {
         let _abort = AbortIfUnwinding(self.index);
-        overflow::install();
+        overflow::install(meta::describe_for_overflow);
         // A worker parks until shortly before its tasks' sleeps are due
         // (`search`): the default 50 µs slack would make it late.
         if let Err(error) = spindle_parking::futex::set_timer_slack(WORKER_TIMER_SLACK_NS) {
@@ -611,12 +611,12 @@ impl TaskGroup {
         let me = self.remote();
         // Release: a watchdog sample that reads this task (Acquire) then
         // reads a switch count no older than the last run's bump.
-        let id = t.id();
-        me.running.store(id.as_u64(), Release);
+        me.running.store(t.id().as_u64(), Release);
         // SAFETY: errno is this thread's; we run `t`, so its saved errno
         // is ours to read.
         unsafe { *libc::__errno_location() = t.errno() };
-        report_overflows_of(t, id);
+        // A fault in its guard page from now on is its overflow.
+        overflow::set_running(t.as_ptr().cast_const().cast());
         // SAFETY: the running worker owns the coroutine of the task it runs:
         // the task is in no queue and no wait list while it runs.
         let coro = unsafe { t.coro_mut() }
@@ -625,7 +625,7 @@ impl TaskGroup {
         let outcome = coro.resume(());
         // SAFETY: as above.
         unsafe { t.set_errno(*libc::__errno_location()) };
-        overflow::set_running(None);
+        overflow::set_running(ptr::null());
         self.current.set(None);
         me.running.store(0, Relaxed);
         GroupStats::bump(&me.stats.switches);
@@ -809,14 +809,14 @@ impl TaskGroup {
         self.unwinding_cancelled.set(started);
         if started {
             // Its unwind runs on its stack: an overflow there is its own.
-            report_overflows_of(t, t.id());
+            overflow::set_running(t.as_ptr().cast_const().cast());
         }
         // SAFETY: the worker owns the queued task's coroutine. Dropping a
         // started coroutine unwinds its stack on this, its home, thread.
         let coro = unsafe { t.coro_mut().take() };
         meta::drop_cancelled(t, coro);
         self.unwinding_cancelled.set(false);
-        overflow::set_running(None);
+        overflow::set_running(ptr::null());
         // A never-run task may hold a body and a reserved stack instead.
         // SAFETY: as above.
         let (body, reserved) = unsafe { (t.body_mut().take(), t.reserved_mut().take()) };
@@ -876,20 +876,6 @@ impl IdleWorker for TaskGroup {
     fn run(&self, t: TaskRef) {
         self.run_task(t);
     }
-}
-
-/// Makes a fault in `t`'s guard page, from now until
-/// `overflow::set_running(None)`, report `t`'s overflow by name.
-fn report_overflows_of(t: TaskRef, id: TaskId) {
-    // SAFETY: the guard was written at binding, the size at spawn; both are
-    // read-only since, and `t` is this worker's to run or unwind.
-    let (guard, stack_size) = unsafe { (t.guard(), t.stack_size()) };
-    overflow::set_running(Some(overflow::Running {
-        guard_lo: guard.0,
-        guard_hi: guard.1,
-        id,
-        stack_size,
-    }));
 }
 
 /// Retries `steal` until it settles: a task, or nothing to take.

@@ -3,15 +3,18 @@
 //! Every task stack has a guard page below its limit (`stack::TaskStack`),
 //! so an overflow faults. Without help the process would die of a bare SIGSEGV (or
 //! Rust's "thread has overflowed its stack", naming the worker, not the
-//! task). Each worker records the guard page of the task it is running in a
-//! thread-local; a SIGSEGV/SIGBUS handler, running on the thread's alternate
-//! signal stack, checks whether the fault address lies in that page. If so
-//! it writes which task overflowed and aborts; otherwise it hands the signal
-//! to the handler that was installed before (std's, or the default action).
+//! task). Each worker records which task it is running in a thread-local:
+//! one pointer per switch, described ([`Describe`], the task layer's) only
+//! when a fault comes. A SIGSEGV/SIGBUS handler, running on the thread's
+//! alternate signal stack, checks whether the fault address lies in that
+//! task's guard page. If so it writes which task overflowed, by id and by
+//! the name given at spawn, and aborts; otherwise it hands the signal to the
+//! handler that was installed before (std's, or the default action).
 //!
-//! The handler is async-signal-safe: it reads a `const`-initialised
-//! thread-local, formats into a stack buffer, and calls only `write`,
-//! `abort`, `signal` and `raise` (saving and restoring `errno`).
+//! The handler is async-signal-safe: it reads `const`-initialised
+//! thread-locals and the running task's fields (plain memory, unchanged
+//! while the task runs), formats into a stack buffer, and calls only
+//! `write`, `abort`, `signal` and `raise` (saving and restoring `errno`).
 
 use std::cell::Cell;
 use std::mem::MaybeUninit;
@@ -25,16 +28,31 @@ pub(crate) struct Running {
     pub(crate) guard_hi: usize,
     pub(crate) id: crate::id::TaskId,
     pub(crate) stack_size: usize,
+    /// The task's name, `(pointer, length)` of its UTF-8 bytes, if it has
+    /// one.
+    pub(crate) name: Option<(*const u8, usize)>,
 }
+
+/// Describes the task that [`set_running`] recorded, for the handler.
+///
+/// # Safety
+/// Called with a pointer `set_running` recorded on this thread, while that
+/// task runs or unwinds here; it must only read memory, which that task's
+/// run does not change (it is async-signal-safe).
+pub(crate) type Describe = unsafe fn(*const ()) -> Running;
 
 thread_local! {
-    static RUNNING: Cell<Option<Running>> = const { Cell::new(None) };
+    /// The task this thread runs or unwinds, null between tasks.
+    static RUNNING: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
+    /// How to describe it (set by [`install`]).
+    static DESCRIBE: Cell<Option<Describe>> = const { Cell::new(None) };
 }
 
-/// Records the task this worker is about to run (`None` when it stops).
+/// Records the task this worker is about to run or unwind (null when it is
+/// done with it).
 #[inline]
-pub(crate) fn set_running(r: Option<Running>) {
-    RUNNING.with(|c| c.set(r));
+pub(crate) fn set_running(task: *const ()) {
+    RUNNING.with(|c| c.set(task));
 }
 
 static INSTALL: Once = Once::new();
@@ -42,8 +60,10 @@ static mut PREVIOUS_SEGV: MaybeUninit<libc::sigaction> = MaybeUninit::uninit();
 static mut PREVIOUS_BUS: MaybeUninit<libc::sigaction> = MaybeUninit::uninit();
 
 /// Installs the handler once per process, and makes sure the calling worker
-/// thread has an alternate signal stack to run it on.
-pub(crate) fn install() {
+/// thread has an alternate signal stack to run it on; `describe` tells the
+/// handler about the tasks this thread records.
+pub(crate) fn install(describe: Describe) {
+    DESCRIBE.with(|d| d.set(Some(describe)));
     INSTALL.call_once(|| {
         // SAFETY: sigaction with a valid handler and flags. The previous
         // actions are read and stored first, and only then is the handler
@@ -98,7 +118,11 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     // A fault (si_code > 0) in the running task's guard page; a SIGSEGV
     // sent by kill(2) or raise(3) (si_code <= 0) carries no address.
     if code > 0 {
-        if let Some(r) = RUNNING.with(|c| c.get()) {
+        let task = RUNNING.with(|c| c.get());
+        if let (false, Some(describe)) = (task.is_null(), DESCRIBE.with(|d| d.get())) {
+            // SAFETY: `task` was recorded on this thread, which runs or
+            // unwinds it now (the fault is its); `describe` only reads.
+            let r = unsafe { describe(task) };
             if (r.guard_lo..r.guard_hi).contains(&addr) {
                 report(r);
             }
@@ -146,10 +170,11 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     unsafe { *libc::__errno_location() = errno };
 }
 
-/// Writes "spindle: task#<slot>.<version> overflowed its <n>-byte stack; aborting" and
+/// Writes "spindle: task#<slot>.<version> "<name>" overflowed its <n>-byte
+/// stack; aborting" (the name if it has one, at most 96 bytes of it) and
 /// aborts, without allocating.
 fn report(r: Running) -> ! {
-    let mut buf = [0u8; 160];
+    let mut buf = [0u8; 288];
     let mut len = 0;
     let mut put = |s: &[u8]| {
         let n = s.len().min(buf.len() - len);
@@ -161,6 +186,14 @@ fn report(r: Running) -> ! {
     put(decimal(u64::from(r.id.slot()), &mut [0; 20]));
     put(b".");
     put(decimal(r.id.version(), &mut [0; 20]));
+    if let Some((ptr, len)) = r.name {
+        // SAFETY: the name's bytes, alive while its task runs (see
+        // `Describe`).
+        let name = unsafe { std::slice::from_raw_parts(ptr, len) };
+        put(b" \"");
+        put(&name[..name.len().min(96)]);
+        put(b"\"");
+    }
     put(b" overflowed its ");
     put(decimal(r.stack_size as u64, &mut [0; 20]));
     put(b"-byte stack; aborting (give it more with task::Builder::stack_size)\n");
