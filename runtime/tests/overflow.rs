@@ -25,20 +25,7 @@ fn recurse(depth: u64) -> u64 {
 #[test]
 fn an_overflowing_task_is_named_and_the_process_aborts() {
     if std::env::var_os(CHILD).is_some() {
-        let rt = spindle::Runtime::builder().workers(1).build().unwrap();
-        let named = Arc::new(AtomicBool::new(false));
-        let go = named.clone();
-        let h = rt.spawn(move || {
-            // Not before the parent knows which task this is.
-            while !go.load(Ordering::SeqCst) {
-                spindle::yield_now();
-            }
-            recurse(0)
-        });
-        say_which_task(h.id());
-        named.store(true, Ordering::SeqCst);
-        let _ = h.join();
-        unreachable!("the overflow must abort the process");
+        overflow_a_task(spindle::task::Builder::new());
     }
     assert_child_reports_an_overflow_and_aborts(
         "an_overflowing_task_is_named_and_the_process_aborts",
@@ -51,29 +38,35 @@ fn an_overflowing_task_is_named_and_the_process_aborts() {
 #[test]
 fn an_overflowing_task_is_reported_by_its_name() {
     if std::env::var_os(CHILD).is_some() {
-        let rt = spindle::Runtime::builder().workers(1).build().unwrap();
-        rt.block_on(|| {
-            let named = Arc::new(AtomicBool::new(false));
-            let go = named.clone();
-            let h = spindle::task::Builder::new()
-                .name("deep-recursion")
-                .spawn(move || {
-                    while !go.load(Ordering::SeqCst) {
-                        spindle::yield_now();
-                    }
-                    recurse(0)
-                })
-                .unwrap();
-            say_which_task(h.id());
-            named.store(true, Ordering::SeqCst);
-            let _ = h.join();
-        });
-        unreachable!("the overflow must abort the process");
+        overflow_a_task(spindle::task::Builder::new().name("deep-recursion"));
     }
     assert_child_reports_an_overflow_and_aborts(
         "an_overflowing_task_is_reported_by_its_name",
         " \"deep-recursion\"",
     );
+}
+
+/// In the child: spawns a task with `builder` that overflows its stack once
+/// the parent has been told which task it is; never returns.
+fn overflow_a_task(builder: spindle::task::Builder) -> ! {
+    let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+    rt.block_on(|| {
+        let named = Arc::new(AtomicBool::new(false));
+        let go = named.clone();
+        let h = builder
+            .spawn(move || {
+                // Not before the parent knows which task this is.
+                while !go.load(Ordering::SeqCst) {
+                    spindle::yield_now();
+                }
+                recurse(0)
+            })
+            .unwrap();
+        say_which_task(h.id());
+        named.store(true, Ordering::SeqCst);
+        let _ = h.join();
+    });
+    unreachable!("the overflow must abort the process");
 }
 
 /// Tells the parent, on stderr, which task will overflow: in one write, so

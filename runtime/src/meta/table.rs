@@ -71,7 +71,7 @@ pub(crate) fn with_thread_slots<R>(f: impl FnOnce(Option<&mut Vec<u32>>) -> R) -
 }
 
 /// Free slots a worker keeps before giving a batch back.
-pub(crate) const SLOT_CACHE: usize = 128;
+const SLOT_CACHE: usize = 128;
 const SLOT_BATCH: usize = 64;
 
 pub(crate) fn table() -> &'static TaskTable {

@@ -131,7 +131,7 @@ impl Idle {
     }
 
     /// The lot worker `w` parks on.
-    pub(crate) fn lot_of(w: usize) -> usize {
+    fn lot_of(w: usize) -> usize {
         w % LOTS
     }
 
@@ -190,7 +190,7 @@ impl Idle {
 
     /// Wakes up to `n` (at most [`MAX_SIGNAL`]) parked workers, each made a
     /// searcher; see the module docs.
-    pub(crate) fn signal_task(&self, n: usize, from: usize) {
+    fn signal_task(&self, n: usize, from: usize) {
         let n = n.min(MAX_SIGNAL);
         let workers = self.workers.load(Relaxed);
         let mut picked = 0;
