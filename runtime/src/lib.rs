@@ -80,7 +80,10 @@ mod meta;
 mod sched;
 // Wait: `Butex`, deadline scopes, interrupts.
 mod wait;
+// I/O: fd readiness waits, the blocking pool (its public part is `io`).
+pub mod io;
 // Public layers.
+pub mod net;
 mod runtime;
 pub mod sync;
 pub mod task;

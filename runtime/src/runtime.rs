@@ -244,6 +244,12 @@ pub struct RuntimeStats {
     /// Tasks reported for running past the stall threshold without
     /// suspending (see `Builder::stall_threshold`).
     pub stalls: u64,
+    /// Fds registered in this runtime's pollers now (each socket a task
+    /// has waited on, until it is dropped).
+    pub io_sources: usize,
+    /// Threads of the process's blocking pool now
+    /// (`task::spawn_blocking`, name lookups).
+    pub blocking_threads: usize,
 }
 
 impl Runtime {
@@ -419,6 +425,8 @@ impl Runtime {
             spawned: control.spawned_outside.load(Ordering::Relaxed),
             wakeups: control.idle.wakeups.load(Ordering::Relaxed),
             stalls: control.stalls.load(Ordering::Relaxed),
+            io_sources: control.io_sources(),
+            blocking_threads: crate::io::blocking::threads(),
             pooled_stacks: control.stacks.pooled(),
             task_slots: crate::meta::table().capacity(),
             ..Default::default()

@@ -11,6 +11,7 @@
 //! first runs); otherwise it goes on the runtime's injector.
 
 use crate::error::JoinError;
+use crate::io::blocking;
 use crate::loom::sync::atomic::Ordering;
 use crate::meta::seam::Suspend;
 use crate::meta::slots::PendingBody;
@@ -395,6 +396,33 @@ where
     Builder::new()
         .spawn_on(control, f, on_a_worker)
         .unwrap_or_else(|e| panic!("spindle::spawn_urgent failed: {e}"))
+}
+
+/// Runs `f` on the blocking pool, a bounded set of plain threads, for
+/// what would stop a worker: blocking syscalls, file I/O, FFI, libraries
+/// built on std locks. The handle is a task's: `join` suspends only a
+/// joining task, and honours its deadline scope; `f` itself runs to its
+/// end whatever happens to the handle. A panic in `f` is the join's
+/// `JoinError::Panicked`.
+///
+/// At most 512 pool threads run at once; later calls queue. An idle pool
+/// thread exits after 10 s.
+///
+/// # Panics
+/// As [`spawn`] (the handle's task is spawned as by `spawn`).
+pub fn spawn_blocking<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let pending = blocking::start(f);
+    spawn(
+        move || match pending.wait(WaitKind::Uninterruptible, None) {
+            Ok(Ok(value)) => value,
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Err(e) => unreachable!("an uninterruptible wait with no deadline ended: {e}"),
+        },
+    )
 }
 
 /// The id of the running task, `None` on a plain thread.

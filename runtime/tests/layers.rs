@@ -22,7 +22,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("task state", &["meta"]),
     ("scheduler", &["sched"]),
     ("wait", &["wait"]),
-    ("public", &["runtime", "sync", "task", "time"]),
+    ("io", &["io"]),
+    ("public", &["net", "runtime", "sync", "task", "time"]),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

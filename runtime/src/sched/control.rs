@@ -10,6 +10,7 @@
 
 use super::affinity::Cpus;
 use super::idle::Idle;
+use super::poller::PollerShared;
 use super::queue::RemoteQueue;
 use crate::loom::sync::atomic::{
     AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed,
@@ -19,7 +20,7 @@ use crate::loom::sync::Mutex;
 use crate::meta::{TaskMeta, TaskRef};
 use crate::stack::StackPool;
 use crossbeam_deque::{Injector, Stealer};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
 /// The most workers one runtime may have.
@@ -72,6 +73,8 @@ pub(crate) struct GroupRemote {
     /// The id of the task the worker is running, 0 between tasks (read by
     /// the stall watchdog).
     pub(crate) running: AtomicU64,
+    /// The worker's poller, once it has one (for its count of fds).
+    pub(crate) io_sources: OnceLock<Arc<PollerShared>>,
 }
 
 impl GroupRemote {
@@ -107,6 +110,7 @@ impl GroupRemote {
             lifo: AtomicPtr::new(std::ptr::null_mut()),
             stats: GroupStats::default(),
             running: AtomicU64::new(0),
+            io_sources: OnceLock::new(),
         }
     }
 }
@@ -151,6 +155,16 @@ impl TaskControl {
 
     pub(crate) fn group(&self, i: usize) -> Option<&GroupRemote> {
         self.groups.get(i)?.get()
+    }
+
+    /// Fds registered in this runtime's pollers now.
+    pub(crate) fn io_sources(&self) -> usize {
+        self.groups
+            .iter()
+            .filter_map(OnceLock::get)
+            .filter_map(|g| g.io_sources.get())
+            .map(|p| p.registered.load(Relaxed))
+            .sum()
     }
 
     pub(crate) fn worker_count(&self) -> usize {

@@ -44,6 +44,7 @@
 use super::control::{GroupRemote, GroupStats, TaskControl};
 use super::idle::{IdleWorker, Look};
 use super::idle_poll::PollWindow;
+use super::poller::Poller;
 use super::queue::LocalQueue;
 use crate::loom::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
 use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
@@ -52,7 +53,7 @@ use crate::stack::overflow;
 use crate::stack::TaskStack;
 use corosensei::CoroutineResult;
 use crossbeam_deque::{Steal, Worker};
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::ptr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -158,6 +159,8 @@ pub(crate) struct TaskGroup {
     unwinding_cancelled: Cell<bool>,
     /// How long to look for work before parking (`idle_poll.rs`).
     poll: PollWindow,
+    /// The I/O poller, made when a task here first waits for an fd.
+    poller: OnceCell<Poller>,
 }
 
 /// A worker's started tasks that have not ended: an intrusive list through
@@ -277,7 +280,13 @@ impl TaskGroup {
             },
             unwinding_cancelled: Cell::new(false),
             poll,
+            poller: OnceCell::new(),
         }
+    }
+
+    /// Where this worker's poller is, once made (`poller.rs`).
+    pub(super) fn poller_cell(&self) -> &OnceCell<Poller> {
+        &self.poller
     }
 
     /// Whether this worker is unwinding a task its runtime's stop
@@ -379,6 +388,9 @@ impl TaskGroup {
         drop(crossbeam_epoch::pin());
         // The loop (idle.rs): local work, else `look`, else park.
         self.control.idle.work(self);
+        if let Some(p) = self.poller.get() {
+            p.close();
+        }
         self.cancel_queued();
         self.cancel_blocked();
         // The runtime is stopping: unmap our stacks and the pool's here. The
@@ -506,6 +518,14 @@ impl TaskGroup {
         let start = Instant::now();
         let look_until = self.poll.look_until(start);
         let mut round = 0u32;
+        // Ready fds first: their tasks are this worker's, and nobody else
+        // would run them.
+        if self.polls() {
+            self.poll_io(None);
+            if let Some(t) = self.next_local() {
+                return Look::Found(t);
+            }
+        }
         loop {
             let lifo = round >= LIFO_GRACE_ROUNDS;
             if let Some(t) = self.steal(lifo).or_else(|| self.next_local()) {
@@ -868,6 +888,16 @@ impl IdleWorker for TaskGroup {
 
     fn search_ended(&self, t: &TaskRef) {
         self.poll.work_found(t.woken_by_timer());
+    }
+
+    fn polls(&self) -> bool {
+        self.poller.get().is_some_and(Poller::has_registrations)
+    }
+
+    fn poll_io(&self, park: Option<Option<Instant>>) {
+        if let Some(p) = self.poller.get() {
+            p.poll(park);
+        }
     }
 
     // Inlined: this is the switch path, and the loop (`Idle::work`) calls

@@ -35,15 +35,26 @@
 //! it on its lot, whose state moved since the worker read it: the futex wait
 //! then returns at once.
 //!
+//! A worker with fds registered parks in its I/O poller instead of its lot
+//! (`poller.rs`), with the same handshake: it reads its lot's state, and
+//! after its last look sets its `in_poll` flag, fences, and blocks in the
+//! poller only if the lot's state has not moved since. A producer signals
+//! the lot (which moves its state), fences, and wakes the poller's waker
+//! if it sees the flag. So either the worker sees the signal and does not
+//! block, or the producer sees the flag and wakes it: no wake-up is lost,
+//! and the waker's syscall is made only for a worker actually there.
+//!
 //! The worker loop itself is here too ([`Idle::work`]), generic over
 //! [`IdleWorker`]: `TaskGroup` implements it with its queues, and the loom
 //! models (`loom_idle.rs`) with queues of numbers, so that they check the
 //! very loop the workers run, with the real handshakes.
 
+use crate::loom::sync::atomic::AtomicBool;
 use crate::loom::sync::atomic::{
     fence, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,
 };
 use spindle_parking::ParkingLot;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 /// The number of ParkingLots (bthread's `PARKING_LOT_NUM`). One under loom,
@@ -52,6 +63,10 @@ pub(crate) const LOTS: usize = if cfg!(loom) { 1 } else { 4 };
 /// At most this many workers are woken by one notification: more are wasted
 /// wake-ups (bthread's `signal_task` cap).
 const MAX_SIGNAL: usize = 2;
+
+/// A busy worker with fds registered polls them (without blocking) every
+/// this many tasks it runs, as tokio's workers do every 61.
+const POLL_EVERY: u32 = 61;
 
 // A worker's park state.
 const AWAKE: u8 = 0;
@@ -82,6 +97,18 @@ pub(crate) trait IdleWorker {
     fn search_ended(&self, t: &Self::Task);
     /// Runs a task it found.
     fn run(&self, t: Self::Task);
+    /// Whether it has fds registered in its poller (then it parks there).
+    fn polls(&self) -> bool;
+    /// Polls its fds, queuing the tasks their events wake: without
+    /// blocking if `park` is `None`, else blocking until an event, its
+    /// waker, or the instant `park` holds.
+    fn poll_io(&self, park: Option<Option<Instant>>);
+}
+
+/// What wakes a worker parked in its poller: its `mio::Waker` (an
+/// emulation in the loom models).
+pub(crate) trait PollWaker: Send + Sync + std::fmt::Debug {
+    fn wake(&self);
 }
 
 /// What a worker's [`IdleWorker::look`] found.
@@ -108,6 +135,10 @@ pub(crate) struct Idle {
     /// notifier adds it; a negative reading only makes producers wake more.
     searching: AtomicIsize,
     parked: AtomicUsize,
+    /// Per worker: set while it parks in its poller.
+    in_poll: Box<[AtomicBool]>,
+    /// Per worker: its poller's waker, once it has a poller.
+    wakers: Box<[OnceLock<Box<dyn PollWaker>>]>,
     /// Threads woken by signals, for stats.
     pub(crate) wakeups: AtomicU64,
 }
@@ -121,8 +152,16 @@ impl Idle {
             workers: AtomicUsize::new(0),
             searching: AtomicIsize::new(0),
             parked: AtomicUsize::new(0),
+            in_poll: (0..max_workers).map(|_| AtomicBool::new(false)).collect(),
+            wakers: (0..max_workers).map(|_| OnceLock::new()).collect(),
             wakeups: AtomicU64::new(0),
         }
+    }
+
+    /// Gives worker `w` a poller, woken by `waker`; before any of its fds
+    /// is registered.
+    pub(crate) fn set_waker(&self, w: usize, waker: Box<dyn PollWaker>) {
+        let _ = self.wakers[w].set(waker);
     }
 
     /// Registers worker `workers()`; call before it starts.
@@ -216,7 +255,16 @@ impl Idle {
     /// so that a worker on its way to wait there does not sleep through
     /// this.
     fn signal_worker(&self, w: usize) {
-        let woken = self.lots[Self::lot_of(w)].signal_masked(u32::MAX, Self::mask_of(w));
+        let mut woken = self.lots[Self::lot_of(w)].signal_masked(u32::MAX, Self::mask_of(w));
+        // The lot's state moved (a SeqCst RMW): now look for the worker in
+        // its poller (the module docs' handshake).
+        fence(SeqCst);
+        if self.in_poll[w].load(Relaxed) {
+            if let Some(waker) = self.wakers[w].get() {
+                waker.wake();
+                woken += 1;
+            }
+        }
         if woken > 0 {
             self.wakeups.fetch_add(woken as u64, Relaxed);
         }
@@ -241,9 +289,17 @@ impl Idle {
         // Set from a fruitless look until a task is found: that task is
         // the first after a search.
         let mut idle = false;
+        let mut until_poll = POLL_EVERY;
         loop {
             if w.stopping() {
                 break;
+            }
+            until_poll -= 1;
+            if until_poll == 0 {
+                until_poll = POLL_EVERY;
+                if w.polls() {
+                    w.poll_io(None);
+                }
             }
             let task = match w.next_local() {
                 Some(t) => Some(t),
@@ -315,7 +371,16 @@ impl Idle {
         let found = w.last_look();
         let slept = found.is_none() && !w.stopping();
         if slept {
-            lot.wait_until_masked(lot_state, until, Self::mask_of(me));
+            if w.polls() {
+                self.in_poll[me].store(true, Relaxed);
+                fence(SeqCst);
+                if lot.state() == lot_state {
+                    w.poll_io(Some(until));
+                }
+                self.in_poll[me].store(false, Relaxed);
+            } else {
+                lot.wait_until_masked(lot_state, until, Self::mask_of(me));
+            }
         }
         if self.states[me].swap(AWAKE, SeqCst) == NOTIFIED {
             // A producer counted us as searching: take the count over.
@@ -334,6 +399,12 @@ impl Idle {
     pub(crate) fn stop(&self) {
         for lot in &self.lots {
             lot.stop();
+        }
+        fence(SeqCst);
+        for (flag, waker) in self.in_poll.iter().zip(self.wakers.iter()) {
+            if let (true, Some(waker)) = (flag.load(Relaxed), waker.get()) {
+                waker.wake();
+            }
         }
     }
 }

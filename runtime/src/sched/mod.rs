@@ -17,7 +17,9 @@ mod control;
 mod group;
 mod idle;
 mod idle_poll;
+mod poller;
 mod queue;
+pub(crate) mod readiness;
 mod watchdog;
 
 pub(crate) use affinity::Cpus;
@@ -25,6 +27,7 @@ pub(crate) use control::{Config, GroupRemote, GroupStats, TaskControl, MAX_WORKE
 pub(crate) use group::{
     current_group, current_task, TaskGroup, DEFAULT_IDLE_POLL, DEFAULT_SLEEP_SPIN, HELD_UP_WARNING,
 };
+pub(crate) use poller::IoRegistration;
 pub(crate) use watchdog::{start as start_watchdog, DEFAULT_STALL_THRESHOLD};
 
 use crate::meta::seam::Suspend;

@@ -1,0 +1,191 @@
+//! The blocking pool: plain threads for what would stop a worker
+//! (blocking syscalls, file I/O, FFI, name lookups, libraries built on
+//! std locks).
+//!
+//! One pool per process, of at most [`MAX_THREADS`] threads, made on
+//! demand; a thread idle for [`KEEP_ALIVE`] exits. Jobs wait in a FIFO
+//! when every thread is busy. A job's caller waits for its result on a
+//! `WaitQueue` whose value turns 1 when the result is in: a task suspends,
+//! a plain thread blocks. The job owns what it runs, so a caller whose
+//! wait ends early (an interrupt, a deadline) leaves it to run to its end
+//! and drop its result.
+
+use crate::error::WaitError;
+use crate::loom::sync::atomic::{AtomicUsize, Ordering};
+use crate::loom::sync::Mutex;
+use crate::meta::wait_queue::{WaitKind, WaitQueue};
+use crate::sched::make_ready;
+use crate::wait;
+use std::collections::VecDeque;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The most threads the pool runs at once (tokio's default too).
+pub(crate) const MAX_THREADS: usize = 512;
+/// An idle pool thread exits after this long without a job.
+const KEEP_ALIVE: Duration = Duration::from_secs(10);
+/// Pool threads' stacks.
+const STACK_SIZE: usize = 2 << 20;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+struct Pool {
+    state: std::sync::Mutex<PoolState>,
+    job_ready: Condvar,
+    /// Threads alive (for stats).
+    threads: AtomicUsize,
+}
+
+struct PoolState {
+    queue: VecDeque<Job>,
+    /// Threads alive, and those of them waiting for a job.
+    threads: usize,
+    idle: usize,
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(|| Pool {
+        state: std::sync::Mutex::new(PoolState {
+            queue: VecDeque::new(),
+            threads: 0,
+            idle: 0,
+        }),
+        job_ready: Condvar::new(),
+        threads: AtomicUsize::new(0),
+    })
+}
+
+/// Threads of the pool alive now.
+pub(crate) fn threads() -> usize {
+    pool().threads.load(Ordering::Relaxed)
+}
+
+/// Queues `job` on the pool, starting a thread for it if none is idle and
+/// the pool is below its bound.
+fn submit(job: Job) {
+    let p = pool();
+    let mut st = p.state.lock().unwrap_or_else(|e| e.into_inner());
+    st.queue.push_back(job);
+    if st.idle > 0 {
+        drop(st);
+        p.job_ready.notify_one();
+        return;
+    }
+    if st.threads >= MAX_THREADS {
+        return; // a busy thread takes it when done
+    }
+    st.threads += 1;
+    p.threads.fetch_add(1, Ordering::Relaxed);
+    drop(st);
+    let started = thread::Builder::new()
+        .name("spindle-blocking".into())
+        .stack_size(STACK_SIZE)
+        .spawn(work);
+    if let Err(error) = started {
+        let mut st = p.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.threads -= 1;
+        p.threads.fetch_sub(1, Ordering::Relaxed);
+        // Some thread is alive to take the job, or none ever will: run it
+        // on a thread of its own rather than lose it.
+        let orphan = st.threads == 0;
+        drop(st);
+        tracing::warn!(%error, "could not start a thread of the blocking pool");
+        if orphan {
+            let job = p
+                .state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .queue
+                .pop_back();
+            if let Some(job) = job {
+                job();
+            }
+        }
+    }
+}
+
+/// A pool thread: runs jobs until idle for [`KEEP_ALIVE`].
+fn work() {
+    let p = pool();
+    let mut st = p.state.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if let Some(job) = st.queue.pop_front() {
+            drop(st);
+            job();
+            st = p.state.lock().unwrap_or_else(|e| e.into_inner());
+            continue;
+        }
+        st.idle += 1;
+        let (guard, timeout) = p
+            .job_ready
+            .wait_timeout(st, KEEP_ALIVE)
+            .unwrap_or_else(|e| e.into_inner());
+        st = guard;
+        st.idle -= 1;
+        if timeout.timed_out() && st.queue.is_empty() {
+            st.threads -= 1;
+            p.threads.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+    }
+}
+
+/// Where a job's result lands: the queue's value turns 1 when it is in.
+struct Completion<T> {
+    done: WaitQueue,
+    result: Mutex<Option<thread::Result<T>>>,
+}
+
+/// Runs `f` on the pool; returns a handle to wait for its result.
+pub(crate) fn start<F, T>(f: F) -> Pending<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let c = Arc::new(Completion {
+        done: WaitQueue::new(0),
+        result: Mutex::new(None),
+    });
+    let theirs = Arc::clone(&c);
+    submit(Box::new(move || {
+        let r = panic::catch_unwind(AssertUnwindSafe(f));
+        *crate::loom::lock(&theirs.result) = Some(r);
+        theirs.done.value().store(1, Ordering::Release);
+        theirs.done.wake_all(make_ready);
+    }));
+    Pending(c)
+}
+
+/// A job under way on the pool.
+pub(crate) struct Pending<T>(Arc<Completion<T>>);
+
+impl<T> Pending<T> {
+    /// Waits for the job's result (its panic as `Err`), as a wait of
+    /// `kind` until `deadline`.
+    pub(crate) fn wait(
+        self,
+        kind: WaitKind,
+        deadline: Option<Instant>,
+    ) -> Result<thread::Result<T>, WaitError> {
+        let c = &self.0;
+        loop {
+            if c.done.value().load(Ordering::Acquire) == 1 {
+                let r = crate::loom::lock(&c.result).take();
+                return Ok(r.expect("a finished job leaves its result"));
+            }
+            match wait::wait(&c.done, 0, deadline, kind) {
+                Ok(()) | Err(WaitError::WouldBlock) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Pending<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,225 @@
+//! Waiting for file descriptors: the I/O layer under `net`.
+//!
+//! [`wait_fd`] is bthread's `fd_wait`/`fd_timedwait` for a caller's own
+//! non-blocking fd; the sockets of [`net`](crate::net) are built on
+//! `IoSource` (`source.rs`), which waits the same way; `blocking.rs` is
+//! the pool of plain threads behind `task::spawn_blocking` and name
+//! lookups. Each wait suspends only the calling task, and ends with the
+//! task's deadline scope, `interrupt` and `stop`; on a plain thread it
+//! blocks the thread.
+//!
+//! # Interrupts and std's retry loops
+//!
+//! An interrupt ends the current wait with an error of kind
+//! `ErrorKind::Interrupted`, whose inner error is `WaitError::Interrupted`.
+//! std's `read_exact`, `write_all`, `read_to_end` and `read_to_string`
+//! retry on that kind; spindle's sockets override those four, and their
+//! loops end on an interrupt of a wait (they still retry a syscall's
+//! `EINTR`). A wrapper with a loop of its own that calls `read` (such as
+//! `BufReader::read_exact` on a long read) still retries: to end such a
+//! call, `stop` the task (sticky: every later wait fails with an error of
+//! kind `Other`) or give it a deadline scope.
+
+pub(crate) mod blocking;
+pub(crate) mod source;
+
+use crate::sched::readiness::Direction;
+use crate::sched::{self, IoRegistration};
+use source::{is_wait_interrupt, poll_thread, wait_readiness};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::time::Instant;
+
+/// What [`wait_fd`] waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interest {
+    /// Data to read, or the end of it (the peer closed, an error).
+    Readable,
+    /// Room to write, or an error.
+    Writable,
+    /// Either.
+    ReadWrite,
+}
+
+/// Waits until `fd` is ready for `interest`, or `deadline`
+/// (bthread's `fd_timedwait`): the calling task only, or the calling
+/// thread outside a task.
+///
+/// The fd must be non-blocking for the caller's next syscall not to block
+/// the worker; `wait_fd` itself works with any fd that `poll(2)` takes.
+/// Readiness counts hang-ups and errors: a read end whose writer has
+/// closed is ready at once.
+///
+/// # Errors
+///
+/// - `deadline` passed: `ErrorKind::TimedOut` (inner `WaitError::TimedOut`);
+///   the task's deadline scope passed: `TimedOut` with
+///   `WaitError::DeadlineExceeded` inside;
+/// - `interrupt`: `ErrorKind::Interrupted`; `stop`: `ErrorKind::Other`
+///   (see the module docs);
+/// - a closed fd: `EBADF`; an fd epoll refuses (a regular file) is ready.
+pub fn wait_fd(
+    fd: BorrowedFd<'_>,
+    interest: Interest,
+    deadline: Option<Instant>,
+) -> io::Result<()> {
+    let raw = fd.as_raw_fd();
+    if ready_now(raw, interest)? {
+        return Ok(());
+    }
+    if sched::suspendable_task().is_none() {
+        return poll_thread(raw, interest, deadline);
+    }
+    // Registered for this wait only: an fd of the caller's may be closed
+    // or handed elsewhere as soon as we return. If it is registered
+    // already (a socket of ours), a duplicate takes its place in epoll.
+    let (registration, dup) = match register_for_wait(raw, interest) {
+        Ok(r) => r,
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let dir = match interest {
+        Interest::Writable => Direction::Write,
+        Interest::Readable | Interest::ReadWrite => Direction::Read,
+    };
+    // Readiness at registration comes as an event (edge-triggered epoll
+    // reports the current state on add), delivered once we switch out.
+    let seq = registration.readiness().sequence(dir);
+    let result = wait_readiness(&registration, dir, seq, deadline);
+    // Deregistered while the fd (or its duplicate) is open, then closed.
+    drop(registration);
+    drop(dup);
+    result
+}
+
+/// Whether `fd` is ready now (`ppoll` without waiting).
+fn ready_now(fd: RawFd, interest: Interest) -> io::Result<bool> {
+    let events = match interest {
+        Interest::Readable => libc::POLLIN,
+        Interest::Writable => libc::POLLOUT,
+        Interest::ReadWrite => libc::POLLIN | libc::POLLOUT,
+    };
+    let mut pfd = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    let zero = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    loop {
+        // SAFETY: `pfd` and `zero` are valid for the call; one fd.
+        let n = unsafe { libc::ppoll(&mut pfd, 1, &zero, std::ptr::null()) };
+        if n >= 0 {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    if pfd.revents & libc::POLLNVAL != 0 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    Ok(pfd.revents != 0)
+}
+
+/// Registers `fd` (or a duplicate, if `fd` is registered already) in this
+/// worker's poller for one wait. For `ReadWrite`, either direction's event
+/// wakes the read waiters.
+fn register_for_wait(
+    fd: RawFd,
+    interest: Interest,
+) -> io::Result<(IoRegistration, Option<OwnedFd>)> {
+    let either = interest == Interest::ReadWrite;
+    let no_worker = || io::Error::other("only a task registers an fd");
+    match IoRegistration::register(fd, either) {
+        Ok(r) => Ok((r.ok_or_else(no_worker)?, None)),
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+            // SAFETY: `fd` is open (the caller's borrow); the duplicate is
+            // a new fd that we own.
+            let dup = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
+            let r = IoRegistration::register(dup.as_raw_fd(), either)?.ok_or_else(no_worker)?;
+            Ok((r, Some(dup)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `read_exact` that ends on an interrupt of its wait (module docs).
+pub(crate) fn read_exact(
+    mut read: impl FnMut(&mut [u8]) -> io::Result<usize>,
+    mut buf: &mut [u8],
+) -> io::Result<()> {
+    while !buf.is_empty() {
+        match read(buf) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "failed to fill whole buffer",
+                ))
+            }
+            Ok(n) => buf = &mut buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted && !is_wait_interrupt(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// `write_all` that ends on an interrupt of its wait (module docs).
+pub(crate) fn write_all(
+    mut write: impl FnMut(&[u8]) -> io::Result<usize>,
+    mut buf: &[u8],
+) -> io::Result<()> {
+    while !buf.is_empty() {
+        match write(buf) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "failed to write whole buffer",
+                ))
+            }
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted && !is_wait_interrupt(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// `read_to_end` that ends on an interrupt of its wait (module docs).
+pub(crate) fn read_to_end(
+    mut read: impl FnMut(&mut [u8]) -> io::Result<usize>,
+    out: &mut Vec<u8>,
+) -> io::Result<usize> {
+    let start = out.len();
+    let mut chunk = [0u8; 8192];
+    loop {
+        match read(&mut chunk) {
+            Ok(0) => return Ok(out.len() - start),
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted && !is_wait_interrupt(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// `read_to_string` that ends on an interrupt of its wait (module docs).
+/// On invalid UTF-8 nothing is appended, as std.
+pub(crate) fn read_to_string(
+    read: impl FnMut(&mut [u8]) -> io::Result<usize>,
+    out: &mut String,
+) -> io::Result<usize> {
+    let mut bytes = Vec::new();
+    let r = read_to_end(read, &mut bytes);
+    let s = String::from_utf8(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })?;
+    out.push_str(&s);
+    r
+}

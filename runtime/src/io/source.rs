@@ -1,0 +1,291 @@
+//! [`IoSource`]: a non-blocking fd whose waits suspend only the task.
+//!
+//! Every socket of `net` is an `IoSource` around the std type, switched
+//! to non-blocking. An operation is tried first; on `EAGAIN` the caller
+//! waits for the fd's readiness and tries again:
+//!
+//! - a task registers the fd in its worker's poller on its first wait
+//!   (once: tasks of other workers then wait on that registration), loads
+//!   the direction's sequence before each try, and waits on it
+//!   (`readiness.rs`), honouring its deadline scope, `interrupt`, `stop`
+//!   and the socket's timeout;
+//! - a plain thread (or a task that cannot switch out, as while it
+//!   unwinds) blocks in `ppoll` for the fd, honouring its own deadline
+//!   scope and the timeout.
+//!
+//! How a wait's end becomes an `io::Error` is [`wait_error`].
+
+use super::Interest;
+use crate::error::WaitError;
+use crate::loom::sync::atomic::{
+    AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
+use crate::loom::sync::Mutex;
+use crate::meta::wait_queue::WaitKind;
+use crate::sched::readiness::Direction;
+use crate::sched::{self, IoRegistration};
+use crate::wait::{self, deadline::effective_deadline};
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::ptr;
+use std::time::{Duration, Instant};
+
+/// An fd and its registration; see the module docs.
+#[derive(Debug)]
+pub(crate) struct IoSource<T: AsRawFd> {
+    /// The fd's registration, null before the first wait of a task. It is
+    /// replaced (under `retired`'s lock) only if its poller's worker has
+    /// stopped, its runtime shut down while the socket lived on.
+    registration: AtomicPtr<IoRegistration>,
+    /// Registrations replaced so: kept (a task may still read one) until
+    /// the source drops. The lock also serializes registering. Boxed:
+    /// their addresses were published.
+    #[allow(clippy::vec_box)]
+    retired: Mutex<Vec<Box<IoRegistration>>>,
+    io: T,
+    /// The socket's timeouts in ns, 0 for none.
+    read_timeout: AtomicU64,
+    write_timeout: AtomicU64,
+}
+
+impl<T: AsRawFd> IoSource<T> {
+    /// Wraps `io`, which the caller has made non-blocking.
+    pub(crate) fn new(io: T) -> Self {
+        IoSource {
+            registration: AtomicPtr::new(ptr::null_mut()),
+            retired: Mutex::new(Vec::new()),
+            io,
+            read_timeout: AtomicU64::new(0),
+            write_timeout: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn get_ref(&self) -> &T {
+        &self.io
+    }
+
+    /// Sets the timeout of one direction, as std's `set_read_timeout`:
+    /// `Some(Duration::ZERO)` is an error.
+    pub(crate) fn set_timeout(&self, dir: Direction, t: Option<Duration>) -> io::Result<()> {
+        let ns = match t {
+            None => 0,
+            Some(d) if d.is_zero() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "cannot set a 0 duration timeout",
+                ))
+            }
+            Some(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1),
+        };
+        self.timeout_cell(dir).store(ns, Relaxed);
+        Ok(())
+    }
+
+    /// The timeout of one direction.
+    pub(crate) fn timeout(&self, dir: Direction) -> Option<Duration> {
+        match self.timeout_cell(dir).load(Relaxed) {
+            0 => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
+    }
+
+    fn timeout_cell(&self, dir: Direction) -> &AtomicU64 {
+        match dir {
+            Direction::Read => &self.read_timeout,
+            Direction::Write => &self.write_timeout,
+        }
+    }
+
+    /// Runs `op` until it does not fail with `WouldBlock`, waiting for
+    /// `dir` readiness in between, until the socket's timeout.
+    #[inline]
+    pub(crate) fn do_io<R>(
+        &self,
+        dir: Direction,
+        op: impl FnMut(&T) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let timeout = self.timeout(dir);
+        self.do_io_until(dir, timeout.map(|t| (t, None)), op)
+    }
+
+    /// As [`do_io`](Self::do_io), with a deadline of its own: `timeout`
+    /// from the first wait (or the instant given with it).
+    pub(crate) fn do_io_until<R>(
+        &self,
+        dir: Direction,
+        timeout: Option<(Duration, Option<Instant>)>,
+        mut op: impl FnMut(&T) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let mut deadline = timeout.and_then(|(_, at)| at);
+        loop {
+            // The sequence is read before the try: see readiness.rs.
+            let registration = self.registration();
+            let seq = registration.map(|r| r.readiness().sequence(dir));
+            match op(&self.io) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
+            }
+            if deadline.is_none() {
+                deadline = timeout.map(|(t, _)| Instant::now().checked_add(t).unwrap_or(far()));
+            }
+            if sched::suspendable_task().is_none() {
+                poll_thread(self.io.as_raw_fd(), dir.into(), deadline)?;
+                continue;
+            }
+            match (seq, registration) {
+                (Some(seq), Some(r)) if r.is_live() => wait_readiness(r, dir, seq, deadline)?,
+                // Registered now: try again, its sequence read first.
+                _ => self.register(registration)?,
+            }
+        }
+    }
+
+    /// The registration, if any.
+    fn registration(&self) -> Option<&IoRegistration> {
+        // SAFETY: a non-null pointer is a registration that lives as long
+        // as `self` (replaced ones are kept in `retired`).
+        unsafe { self.registration.load(Acquire).as_ref() }
+    }
+
+    /// Registers the fd in this worker's poller, if it is still
+    /// registered as `seen` (none yet, or in a stopped worker's poller).
+    fn register(&self, seen: Option<&IoRegistration>) -> io::Result<()> {
+        let mut retired = crate::loom::lock(&self.retired);
+        let now = self.registration.load(Acquire);
+        if now.cast_const() != seen.map_or(ptr::null(), |r| r as *const _) {
+            return Ok(()); // somebody else registered it meanwhile
+        }
+        if let Some(old) = seen {
+            // The stopped worker's epoll instance still has the fd:
+            // deregister it there before it is registered afresh.
+            old.deregister();
+        }
+        let r = IoRegistration::register(self.io.as_raw_fd(), false)?
+            .ok_or_else(|| io::Error::other("only a task registers an fd"))?;
+        self.registration.store(Box::into_raw(Box::new(r)), Release);
+        if !now.is_null() {
+            // SAFETY: `now` came from `Box::into_raw` and is no longer
+            // published; tasks may still read it, so it is kept.
+            retired.push(unsafe { Box::from_raw(now) });
+        }
+        Ok(())
+    }
+}
+
+impl<T: AsRawFd> Drop for IoSource<T> {
+    fn drop(&mut self) {
+        // Before `io` drops: the fd is deregistered while still open.
+        let p = self.registration.swap(ptr::null_mut(), Acquire);
+        if !p.is_null() {
+            // SAFETY: from `Box::into_raw`; we are its last user.
+            drop(unsafe { Box::from_raw(p) });
+        }
+        crate::loom::lock(&self.retired).clear();
+    }
+}
+
+/// Far enough to stand for "never" where a deadline overflows.
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+}
+
+/// A task's wait for the readiness of `dir` to move past `seq`.
+pub(crate) fn wait_readiness(
+    r: &IoRegistration,
+    dir: Direction,
+    seq: u32,
+    deadline: Option<Instant>,
+) -> io::Result<()> {
+    let queue = r.readiness().queue(dir);
+    match wait::wait(queue, seq, deadline, WaitKind::Interruptible) {
+        Ok(()) | Err(WaitError::WouldBlock) => Ok(()),
+        Err(e) => Err(wait_error(e)),
+    }
+}
+
+/// A plain thread's wait for `fd` to be ready for `interest`: `ppoll`
+/// until `deadline` or the thread's deadline scope.
+pub(crate) fn poll_thread(
+    fd: RawFd,
+    interest: Interest,
+    deadline: Option<Instant>,
+) -> io::Result<()> {
+    let (deadline, by_scope) = effective_deadline(deadline);
+    let events = match interest {
+        Interest::Readable => libc::POLLIN,
+        Interest::Writable => libc::POLLOUT,
+        Interest::ReadWrite => libc::POLLIN | libc::POLLOUT,
+    };
+    loop {
+        let left = match deadline {
+            None => None,
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return Err(wait_error(if by_scope {
+                        WaitError::DeadlineExceeded
+                    } else {
+                        WaitError::TimedOut
+                    }));
+                }
+                Some(d - now)
+            }
+        };
+        let ts = left.map(|l| libc::timespec {
+            tv_sec: l.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: libc::c_long::from(l.subsec_nanos() as i32),
+        });
+        let mut pfd = libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
+        let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+        // SAFETY: `pfd` and `ts` are valid for the call; one fd; no sigmask.
+        let n = unsafe { libc::ppoll(&mut pfd, 1, ts_ptr, std::ptr::null()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n > 0 {
+            if pfd.revents & libc::POLLNVAL != 0 {
+                return Err(io::Error::from_raw_os_error(libc::EBADF));
+            }
+            return Ok(());
+        }
+    }
+}
+
+impl From<Direction> for Interest {
+    fn from(d: Direction) -> Interest {
+        match d {
+            Direction::Read => Interest::Readable,
+            Direction::Write => Interest::Writable,
+        }
+    }
+}
+
+/// How a wait's end becomes an `io::Error`, its inner error the
+/// [`WaitError`]: a deadline scope's or a timeout's end is `TimedOut`, an
+/// interrupt's `Interrupted`, a stop's `Other` (never `Interrupted`, which
+/// std's retry loops would swallow for good).
+pub(crate) fn wait_error(e: WaitError) -> io::Error {
+    let kind = match e {
+        WaitError::DeadlineExceeded | WaitError::TimedOut => io::ErrorKind::TimedOut,
+        WaitError::Interrupted => io::ErrorKind::Interrupted,
+        WaitError::Stopped | WaitError::WouldBlock => io::ErrorKind::Other,
+    };
+    io::Error::new(kind, e)
+}
+
+/// Whether `e` is the end of a wait by `interrupt` (not a syscall's
+/// `EINTR`, which is retried).
+pub(crate) fn is_wait_interrupt(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::Interrupted
+        && e.get_ref()
+            .and_then(|i| i.downcast_ref::<WaitError>())
+            .is_some()
+}

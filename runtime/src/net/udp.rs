@@ -1,0 +1,132 @@
+//! UDP: [`UdpSocket`], std's type in non-blocking mode inside an
+//! `IoSource`, so that `send` and `recv` suspend only the task.
+
+use super::addr::{each_addr, resolve, ToSocketAddrs};
+use crate::io::source::IoSource;
+use crate::sched::readiness::Direction;
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+/// A UDP socket (std's `UdpSocket`, whose waits suspend only the task).
+pub struct UdpSocket {
+    source: IoSource<std::net::UdpSocket>,
+}
+
+impl fmt::Debug for UdpSocket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UdpSocket")
+            .field("addr", &self.local_addr().ok())
+            .field("fd", &self.as_raw_fd())
+            .finish()
+    }
+}
+
+impl UdpSocket {
+    /// Binds a socket to the first address of `addr` that works.
+    ///
+    /// # Errors
+    ///
+    /// The last address's error, or the lookup's.
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
+        each_addr(&addr, |a| {
+            UdpSocket::from_std(std::net::UdpSocket::bind(a)?)
+        })
+    }
+
+    /// Wraps a std socket (made non-blocking here).
+    ///
+    /// # Errors
+    ///
+    /// If it cannot be made non-blocking.
+    pub fn from_std(socket: std::net::UdpSocket) -> io::Result<UdpSocket> {
+        socket.set_nonblocking(true)?;
+        Ok(UdpSocket {
+            source: IoSource::new(socket),
+        })
+    }
+
+    /// Sets the peer that `send` sends to and `recv` receives from.
+    pub fn connect(&self, addr: impl ToSocketAddrs) -> io::Result<()> {
+        each_addr(&addr, |a| self.source.get_ref().connect(a))
+    }
+
+    /// Sends to the connected peer.
+    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        self.source.do_io(Direction::Write, |s| s.send(buf))
+    }
+
+    /// Receives from the connected peer.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.source.do_io(Direction::Read, |s| s.recv(buf))
+    }
+
+    /// Sends to the first address of `addr`.
+    pub fn send_to(&self, buf: &[u8], addr: impl ToSocketAddrs) -> io::Result<usize> {
+        let to = resolve(&addr)?.into_iter().next().ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "no addresses to send data to")
+        })?;
+        self.source.do_io(Direction::Write, |s| s.send_to(buf, to))
+    }
+
+    /// Receives a datagram and who sent it.
+    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.source.do_io(Direction::Read, |s| s.recv_from(buf))
+    }
+
+    /// Receives without removing the datagram from the queue.
+    pub fn peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.source.do_io(Direction::Read, |s| s.peek_from(buf))
+    }
+
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.source.get_ref().peer_addr()
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.source.get_ref().local_addr()
+    }
+
+    /// Another handle to the same socket (its own fd, no timeouts set).
+    pub fn try_clone(&self) -> io::Result<UdpSocket> {
+        UdpSocket::from_std(self.source.get_ref().try_clone()?)
+    }
+
+    /// Bounds each later wait of a receive.
+    ///
+    /// # Errors
+    ///
+    /// `Some(Duration::ZERO)` is `InvalidInput`, as std.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.source.set_timeout(Direction::Read, timeout)
+    }
+
+    /// Bounds each later wait of a send.
+    ///
+    /// # Errors
+    ///
+    /// `Some(Duration::ZERO)` is `InvalidInput`, as std.
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.source.set_timeout(Direction::Write, timeout)
+    }
+
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.source.timeout(Direction::Read))
+    }
+
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.source.timeout(Direction::Write))
+    }
+
+    pub fn set_broadcast(&self, on: bool) -> io::Result<()> {
+        self.source.get_ref().set_broadcast(on)
+    }
+
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.source.get_ref().take_error()
+    }
+}
+
+super::tcp::as_fd!(UdpSocket);

@@ -1,0 +1,165 @@
+//! Unix domain sockets: [`UnixListener`] and [`UnixStream`], std's types
+//! in non-blocking mode inside an `IoSource`.
+
+use crate::io::source::IoSource;
+use crate::sched::readiness::Direction;
+use std::fmt;
+use std::io;
+use std::net::Shutdown;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// A Unix socket server (std's `UnixListener`, whose `accept` suspends
+/// only the task).
+pub struct UnixListener {
+    source: IoSource<std::os::unix::net::UnixListener>,
+}
+
+impl fmt::Debug for UnixListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UnixListener")
+            .field("addr", &self.local_addr().ok())
+            .field("fd", &self.as_raw_fd())
+            .finish()
+    }
+}
+
+impl UnixListener {
+    /// Binds a listener to `path`.
+    pub fn bind(path: impl AsRef<Path>) -> io::Result<UnixListener> {
+        UnixListener::from_std(std::os::unix::net::UnixListener::bind(path)?)
+    }
+
+    /// Wraps a std listener (made non-blocking here).
+    pub fn from_std(listener: std::os::unix::net::UnixListener) -> io::Result<UnixListener> {
+        listener.set_nonblocking(true)?;
+        Ok(UnixListener {
+            source: IoSource::new(listener),
+        })
+    }
+
+    /// Accepts a connection: suspends the task until one comes.
+    pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
+        let (s, addr) = self.source.do_io(Direction::Read, |l| l.accept())?;
+        Ok((UnixStream::from_std(s)?, addr))
+    }
+
+    /// An endless iterator of accepted connections.
+    pub fn incoming(&self) -> Incoming<'_> {
+        Incoming { listener: self }
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.source.get_ref().local_addr()
+    }
+
+    pub fn try_clone(&self) -> io::Result<UnixListener> {
+        UnixListener::from_std(self.source.get_ref().try_clone()?)
+    }
+
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.source.get_ref().take_error()
+    }
+}
+
+/// The iterator of [`UnixListener::incoming`].
+#[derive(Debug)]
+pub struct Incoming<'a> {
+    listener: &'a UnixListener,
+}
+
+impl Iterator for Incoming<'_> {
+    type Item = io::Result<UnixStream>;
+    fn next(&mut self) -> Option<io::Result<UnixStream>> {
+        Some(self.listener.accept().map(|(s, _)| s))
+    }
+}
+
+/// A Unix stream socket (std's `UnixStream`, whose waits suspend only the
+/// task); `Read` and `Write` for `UnixStream` and `&UnixStream`.
+pub struct UnixStream {
+    source: IoSource<std::os::unix::net::UnixStream>,
+}
+
+impl fmt::Debug for UnixStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UnixStream")
+            .field("fd", &self.as_raw_fd())
+            .finish()
+    }
+}
+
+impl UnixStream {
+    /// Connects to the socket at `path` (std's connect: a Unix connect
+    /// completes at once, unless the listener's backlog is full, when it
+    /// blocks the thread until there is room).
+    pub fn connect(path: impl AsRef<Path>) -> io::Result<UnixStream> {
+        UnixStream::from_std(std::os::unix::net::UnixStream::connect(path)?)
+    }
+
+    /// A connected pair.
+    pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
+        let (a, b) = std::os::unix::net::UnixStream::pair()?;
+        Ok((UnixStream::from_std(a)?, UnixStream::from_std(b)?))
+    }
+
+    /// Wraps a std stream (made non-blocking here).
+    pub fn from_std(stream: std::os::unix::net::UnixStream) -> io::Result<UnixStream> {
+        stream.set_nonblocking(true)?;
+        Ok(UnixStream {
+            source: IoSource::new(stream),
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.source.get_ref().local_addr()
+    }
+
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.source.get_ref().peer_addr()
+    }
+
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.source.get_ref().shutdown(how)
+    }
+
+    /// Another handle to the same connection (its own fd, no timeouts).
+    pub fn try_clone(&self) -> io::Result<UnixStream> {
+        UnixStream::from_std(self.source.get_ref().try_clone()?)
+    }
+
+    /// Bounds each later wait of a read.
+    ///
+    /// # Errors
+    ///
+    /// `Some(Duration::ZERO)` is `InvalidInput`, as std.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.source.set_timeout(Direction::Read, timeout)
+    }
+
+    /// Bounds each later wait of a write.
+    ///
+    /// # Errors
+    ///
+    /// `Some(Duration::ZERO)` is `InvalidInput`, as std.
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.source.set_timeout(Direction::Write, timeout)
+    }
+
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.source.timeout(Direction::Read))
+    }
+
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.source.timeout(Direction::Write))
+    }
+
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.source.get_ref().take_error()
+    }
+}
+
+super::tcp::stream_read_write!(UnixStream);
+super::tcp::as_fd!(UnixListener, UnixStream);

@@ -1,0 +1,245 @@
+//! One I/O poller per worker: where fd readiness becomes woken tasks.
+//!
+//! A worker makes its poller (a `mio::Poll`, edge-triggered epoll, and a
+//! `mio::Waker`) when one of its tasks first waits for an fd. The fd is
+//! registered there once, for both directions, with a token naming its
+//! readiness slot (`readiness.rs`), and stays there until its handle drops
+//! (an [`IoRegistration`], which deregisters before the fd is closed).
+//!
+//! The worker polls:
+//! - without blocking, every `POLL_EVERY` tasks it runs and before each
+//!   search for work elsewhere (`Idle::work`, `TaskGroup::look_elsewhere`),
+//!   so a CPU-bound neighbour cannot starve I/O;
+//! - blocking, instead of waiting on its ParkingLot, when it parks with
+//!   fds registered (`Idle::park`). A push to it then wakes it through the
+//!   waker, only while it is parked there.
+//!
+//! An event bumps the readiness sequences and wakes the waiting tasks
+//! through `make_ready`: those of this worker go on its ready list with no
+//! syscall and no thread hop; others go to their home's remote queue.
+
+use super::group::TaskGroup;
+use super::idle::PollWaker;
+use super::readiness::{self, IoReadiness, SlotKey};
+use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::cell::RefCell;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
+
+/// The token of the worker's waker (no slot has it: indices are 32 bits).
+const WAKER_TOKEN: Token = Token(usize::MAX);
+/// Events taken per poll.
+const EVENTS: usize = 256;
+/// Below this, a blocking poll waits with `ppoll` on the epoll fd (ns
+/// resolution) instead of `epoll_wait` (whole ms), then takes the events
+/// without blocking: an idle worker parks until just before its tasks'
+/// next sleep ends, and must not oversleep it by up to a millisecond.
+const FINE_TIMEOUT: Duration = Duration::from_millis(2);
+
+/// The part of a poller that registrations hold: they may be dropped on
+/// any thread, after the worker is gone.
+#[derive(Debug)]
+pub(crate) struct PollerShared {
+    registry: Registry,
+    /// Fds registered now.
+    pub(crate) registered: AtomicUsize,
+    /// Set when the worker stops: nobody polls this poller any more.
+    closed: AtomicBool,
+}
+
+/// A worker's poller; see the module docs. Used by its worker only.
+#[derive(Debug)]
+pub(crate) struct Poller {
+    poll: RefCell<Poll>,
+    events: RefCell<Events>,
+    pub(crate) shared: Arc<PollerShared>,
+}
+
+impl PollWaker for Waker {
+    fn wake(&self) {
+        if let Err(error) = Waker::wake(self) {
+            tracing::error!(%error, "could not wake a worker parked in its poller");
+        }
+    }
+}
+
+impl Poller {
+    /// A new poller and the waker that interrupts its blocking polls.
+    pub(crate) fn new() -> io::Result<(Poller, Waker)> {
+        let poll = Poll::new()?;
+        let waker = Waker::new(poll.registry(), WAKER_TOKEN)?;
+        let registry = poll.registry().try_clone()?;
+        let poller = Poller {
+            poll: RefCell::new(poll),
+            events: RefCell::new(Events::with_capacity(EVENTS)),
+            shared: Arc::new(PollerShared {
+                registry,
+                registered: AtomicUsize::new(0),
+                closed: AtomicBool::new(false),
+            }),
+        };
+        Ok((poller, waker))
+    }
+
+    /// The worker stops: its registrations must move (see
+    /// [`IoRegistration::is_live`]).
+    pub(crate) fn close(&self) {
+        self.shared.closed.store(true, Relaxed);
+    }
+
+    /// Whether any fd is registered here.
+    pub(crate) fn has_registrations(&self) -> bool {
+        self.shared.registered.load(Relaxed) > 0
+    }
+
+    /// Polls once: without blocking if `park` is `None`; else blocking
+    /// until an event, the waker, or the instant `park` holds. Delivers
+    /// every event to its readiness slot.
+    pub(crate) fn poll(&self, park: Option<Option<Instant>>) {
+        let mut poll = self.poll.borrow_mut();
+        let mut events = self.events.borrow_mut();
+        let timeout = match park {
+            None => Some(Duration::ZERO),
+            Some(None) => None,
+            Some(Some(until)) => {
+                let left = until.saturating_duration_since(Instant::now());
+                if left < FINE_TIMEOUT {
+                    wait_readable(poll.as_raw_fd(), left);
+                    Some(Duration::ZERO)
+                } else {
+                    // mio rounds up to whole ms: round down instead and
+                    // wake early (the worker then parks for the rest).
+                    Some(Duration::from_millis(left.as_millis() as u64))
+                }
+            }
+        };
+        if let Err(error) = poll.poll(&mut events, timeout) {
+            if error.kind() != io::ErrorKind::Interrupted {
+                tracing::error!(%error, "a worker's poll failed");
+            }
+            return;
+        }
+        for event in events.iter() {
+            if event.token() == WAKER_TOKEN {
+                continue;
+            }
+            let Some(slot) = readiness::lookup(SlotKey::from_token(event.token().0 as u64)) else {
+                continue; // deregistered since: see readiness.rs
+            };
+            let closed_or_error = event.is_error();
+            slot.deliver(
+                event.is_readable() || event.is_read_closed() || closed_or_error,
+                event.is_writable() || event.is_write_closed() || closed_or_error,
+                super::make_ready,
+            );
+        }
+    }
+}
+
+/// Waits up to `timeout` for the epoll fd `epfd` to have events, without
+/// taking them (`ppoll`, ns resolution).
+fn wait_readable(epfd: RawFd, timeout: Duration) {
+    let mut pfd = libc::pollfd {
+        fd: epfd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: `pfd` and `ts` are valid for the call; one fd; no sigmask.
+    unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+}
+
+/// An fd registered in a worker's poller; dropping it deregisters the fd,
+/// which must still be open then.
+#[derive(Debug)]
+pub(crate) struct IoRegistration {
+    fd: RawFd,
+    key: SlotKey,
+    readiness: &'static IoReadiness,
+    poller: Arc<PollerShared>,
+}
+
+impl IoRegistration {
+    /// Registers `fd` in the poller of the worker running this thread,
+    /// made if need be. `Ok(None)` on a thread that is not a worker. With
+    /// `either`, an event of either direction wakes the read waiters (for
+    /// one wait on both).
+    pub(crate) fn register(fd: RawFd, either: bool) -> io::Result<Option<IoRegistration>> {
+        let Some(g) = super::current_group() else {
+            return Ok(None);
+        };
+        let poller = g.poller()?;
+        let (key, readiness) = readiness::allocate().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                "too many fds registered with spindle's pollers",
+            )
+        })?;
+        readiness.set_either(either);
+        let token = Token(key.token() as usize);
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        if let Err(e) = poller
+            .shared
+            .registry
+            .register(&mut SourceFd(&fd), token, interest)
+        {
+            readiness::free(key);
+            return Err(e);
+        }
+        poller.shared.registered.fetch_add(1, Relaxed);
+        Ok(Some(IoRegistration {
+            fd,
+            key,
+            readiness,
+            poller: Arc::clone(&poller.shared),
+        }))
+    }
+
+    /// The fd's readiness sequences and waiters.
+    pub(crate) fn readiness(&self) -> &'static IoReadiness {
+        self.readiness
+    }
+
+    /// Whether its poller is still polled: false once its worker has
+    /// stopped (its runtime shut down while the fd lived on). The owner
+    /// then registers the fd afresh, with the worker now waiting.
+    pub(crate) fn is_live(&self) -> bool {
+        !self.poller.closed.load(Relaxed)
+    }
+
+    /// Takes the fd out of its poller now (dropping does it too).
+    pub(crate) fn deregister(&self) {
+        // Fails only if it is out already, or the fd was closed (a
+        // caller's bug: the kernel then dropped the registration itself).
+        let _ = self.poller.registry.deregister(&mut SourceFd(&self.fd));
+    }
+}
+
+impl Drop for IoRegistration {
+    fn drop(&mut self) {
+        self.deregister();
+        readiness::free(self.key);
+        self.poller.registered.fetch_sub(1, Relaxed);
+    }
+}
+
+impl TaskGroup {
+    /// This worker's poller, made on first use.
+    pub(crate) fn poller(&self) -> io::Result<&Poller> {
+        if let Some(p) = self.poller_cell().get() {
+            return Ok(p);
+        }
+        let (poller, waker) = Poller::new()?;
+        self.control.idle.set_waker(self.index, Box::new(waker));
+        let _ = self.remote().io_sources.set(Arc::clone(&poller.shared));
+        Ok(self.poller_cell().get_or_init(|| poller))
+    }
+}
