@@ -46,7 +46,13 @@ pub(crate) struct IoSource<T: AsRawFd> {
     /// The socket's timeouts in ns, 0 for none.
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
+    /// Per direction: `DRAINED | seq` after a short read or write of a
+    /// stream, begun at sequence `seq` (see [`IoSource::do_stream_io`]).
+    drained: [AtomicU64; 2],
 }
+
+/// The flag of `IoSource::drained`.
+const DRAINED: u64 = 1 << 32;
 
 impl<T: AsRawFd> IoSource<T> {
     /// Wraps `io`, which the caller has made non-blocking.
@@ -57,6 +63,7 @@ impl<T: AsRawFd> IoSource<T> {
             io,
             read_timeout: AtomicU64::new(0),
             write_timeout: AtomicU64::new(0),
+            drained: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 
@@ -105,25 +112,58 @@ impl<T: AsRawFd> IoSource<T> {
         op: impl FnMut(&T) -> io::Result<R>,
     ) -> io::Result<R> {
         let timeout = self.timeout(dir);
-        self.do_io_until(dir, timeout.map(|t| (t, None)), op)
+        self.do_io_until(dir, timeout.map(|t| (t, None)), |_| false, op)
+    }
+
+    /// [`do_io`](Self::do_io) for a read or write of `len` bytes on a
+    /// stream socket. One that moves fewer bytes has drained the socket's
+    /// queue (or filled its buffer), as tokio also reasons for epoll: the
+    /// next call on that direction, if no event came since, waits for one
+    /// without the syscall that would fail with `EAGAIN`. An event that
+    /// came during the short call has moved the sequence, which was read
+    /// before it, so nothing is missed. (A read of 0 bytes, the end of the
+    /// stream, drains nothing: no event would follow it.)
+    #[inline]
+    pub(crate) fn do_stream_io(
+        &self,
+        dir: Direction,
+        len: usize,
+        op: impl FnMut(&T) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let timeout = self.timeout(dir);
+        let short = move |n: &usize| *n > 0 && *n < len;
+        self.do_io_until(dir, timeout.map(|t| (t, None)), short, op)
     }
 
     /// As [`do_io`](Self::do_io), with a deadline of its own: `timeout`
-    /// from the first wait (or the instant given with it).
+    /// from the first wait (or the instant given with it); `drains` says
+    /// whether a result drained the direction (see
+    /// [`do_stream_io`](Self::do_stream_io)).
     pub(crate) fn do_io_until<R>(
         &self,
         dir: Direction,
         timeout: Option<(Duration, Option<Instant>)>,
+        drains: impl Fn(&R) -> bool,
         mut op: impl FnMut(&T) -> io::Result<R>,
     ) -> io::Result<R> {
         let mut deadline = timeout.and_then(|(_, at)| at);
+        let drained = &self.drained[dir as usize];
         loop {
             // The sequence is read before the try: see readiness.rs.
             let registration = self.registration();
             let seq = registration.map(|r| r.readiness().sequence(dir));
-            match op(&self.io) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                r => return r,
+            let known_empty = seq.is_some_and(|s| drained.load(Relaxed) == DRAINED | u64::from(s));
+            if !known_empty || sched::suspendable_task().is_none() {
+                match op(&self.io) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Ok(r) => {
+                        if let (Some(s), true) = (seq, drains(&r)) {
+                            drained.store(DRAINED | u64::from(s), Relaxed);
+                        }
+                        return Ok(r);
+                    }
+                    r => return r,
+                }
             }
             if deadline.is_none() {
                 deadline = timeout.map(|(t, _)| Instant::now().checked_add(t).unwrap_or(far()));

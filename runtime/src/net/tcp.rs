@@ -282,9 +282,11 @@ fn connect(addr: &SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStream
         Err(e) => return Err(e),
     }
     let timeout = timeout.map(|t| (t, Some(Instant::now() + t)));
-    stream
-        .source
-        .do_io_until(Direction::Write, timeout, |s| match s.take_error()? {
+    stream.source.do_io_until(
+        Direction::Write,
+        timeout,
+        |_| false,
+        |s| match s.take_error()? {
             Some(e) => Err(e),
             // Connected, or still on its way (a spurious wake-up): the
             // peer address says which.
@@ -295,7 +297,8 @@ fn connect(addr: &SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStream
                 }
                 Err(e) => Err(e),
             },
-        })?;
+        },
+    )?;
     Ok(stream)
 }
 
@@ -308,7 +311,7 @@ macro_rules! stream_read_write {
             fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
                 let dir = $crate::sched::readiness::Direction::Read;
                 self.source
-                    .do_io(dir, |mut s| std::io::Read::read(&mut s, buf))
+                    .do_stream_io(dir, buf.len(), |mut s| std::io::Read::read(&mut s, buf))
             }
             fn read_vectored(
                 &mut self,
@@ -333,7 +336,7 @@ macro_rules! stream_read_write {
             fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
                 let dir = $crate::sched::readiness::Direction::Write;
                 self.source
-                    .do_io(dir, |mut s| std::io::Write::write(&mut s, buf))
+                    .do_stream_io(dir, buf.len(), |mut s| std::io::Write::write(&mut s, buf))
             }
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
                 let dir = $crate::sched::readiness::Direction::Write;

@@ -516,15 +516,17 @@ impl TaskGroup {
     /// when (`IdleWorker::look`).
     fn look_elsewhere(&self) -> Look<TaskRef> {
         let start = Instant::now();
-        let look_until = self.poll.look_until(start);
+        let mut look_until = self.poll.look_until(start);
         let mut round = 0u32;
         // Ready fds first: their tasks are this worker's, and nobody else
-        // would run them.
+        // would run them. A worker with fds looks no longer than a round:
+        // what it waits for comes through its poller, which it blocks in.
         if self.polls() {
             self.poll_io(None);
             if let Some(t) = self.next_local() {
                 return Look::Found(t);
             }
+            look_until = start;
         }
         loop {
             let lifo = round >= LIFO_GRACE_ROUNDS;
