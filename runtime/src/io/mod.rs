@@ -21,6 +21,8 @@
 //! kind `Other`) or give it a deadline scope.
 
 pub(crate) mod blocking;
+#[cfg(all(test, loom))]
+mod loom_io;
 pub(crate) mod source;
 
 use crate::sched::readiness::Direction;

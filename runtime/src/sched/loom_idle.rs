@@ -9,6 +9,7 @@ use loom::sync::atomic::AtomicBool;
 use loom::sync::Arc;
 use loom::thread;
 use std::cell::RefCell;
+use std::time::Instant;
 
 /// Explores every interleaving with up to two preemptions (three, for
 /// the models with two producers, ran for over five minutes).
@@ -62,6 +63,38 @@ struct Rt {
     stopping: AtomicBool,
     /// Whether a task other than [`LONG`] has run.
     other_ran: (loom::sync::Mutex<bool>, loom::sync::Condvar),
+    /// Per worker: its poller, if it parks in one.
+    pollers: [Option<Arc<ModelPoller>>; 2],
+}
+
+/// A worker's poller, as the idle protocol sees it: the kernel's list of
+/// ready fds (an fd's task, once delivered, is pinned to the worker) and
+/// the waker; a blocking poll returns when either has something.
+#[derive(Debug, Default)]
+struct ModelPoller {
+    /// `(woken, fd events: tasks they make ready)`.
+    state: loom::sync::Mutex<(bool, Vec<u32>)>,
+    changed: loom::sync::Condvar,
+}
+
+impl ModelPoller {
+    /// An fd becomes ready: the kernel queues the event and wakes a
+    /// thread blocked in the poll, whatever the idle protocol's flags say.
+    fn event(&self, task: u32) {
+        self.state.lock().unwrap().1.push(task);
+        self.changed.notify_all();
+    }
+}
+
+/// The model's waker is a handle on the poller.
+#[derive(Debug)]
+struct ModelWaker(Arc<ModelPoller>);
+
+impl PollWaker for ModelWaker {
+    fn wake(&self) {
+        self.0.state.lock().unwrap().0 = true;
+        self.0.changed.notify_all();
+    }
 }
 
 /// A task that runs until another task has run: its worker is busy
@@ -109,6 +142,25 @@ impl IdleWorker for ModelWorker<'_> {
     }
     fn parked(&self) {}
     fn search_ended(&self, _: &u32) {}
+    fn polls(&self) -> bool {
+        self.rt.pollers[self.me].is_some()
+    }
+    fn poll_io(&self, park: Option<Option<Instant>>) {
+        let Some(p) = &self.rt.pollers[self.me] else {
+            return;
+        };
+        let mut st = p.state.lock().unwrap();
+        if park.is_some() {
+            while !st.0 && st.1.is_empty() {
+                st = p.changed.wait(st).unwrap();
+            }
+        }
+        // A poll takes the waker's event and every fd's, as epoll does.
+        st.0 = false;
+        for t in st.1.drain(..) {
+            self.rt.workers[self.me].pinned.push(t);
+        }
+    }
     fn run(&self, t: u32) {
         let rt = self.rt;
         if t == LONG {
@@ -143,10 +195,22 @@ fn worker(rt: &Rt, me: usize, total: usize) -> Vec<u32> {
 }
 
 fn runtime() -> Arc<Rt> {
+    runtime_polling([false, false])
+}
+
+/// A runtime whose worker `i` parks in a poller if `polling[i]`.
+fn runtime_polling(polling: [bool; 2]) -> Arc<Rt> {
     let idle = Idle::new(2);
     idle.add_worker();
     idle.add_worker();
+    let pollers = polling.map(|p| p.then(|| Arc::new(ModelPoller::default())));
+    for (i, p) in pollers.iter().enumerate() {
+        if let Some(p) = p {
+            idle.set_waker(i, Box::new(ModelWaker(p.clone())));
+        }
+    }
     Arc::new(Rt {
+        pollers,
         idle,
         stealable: Slot::new(),
         stealable2: Slot::new(),
@@ -265,5 +329,45 @@ fn loom_pinned_and_stealable_wakes_race() {
         all.sort();
         assert_eq!(all, [7, 9]);
         assert_eq!(rt.idle.searching.load(SeqCst), 0, "no searcher left over");
+    });
+}
+
+/// Work pinned to a worker parked in its poller wakes it through its
+/// waker: the producer's signal and the worker's `in_poll` flag are the
+/// lot handshake's two sides, so either the worker sees the signal and
+/// does not block, or the producer sees the flag and wakes the poller.
+/// (With the flag set after the lot's state is checked, or no fence
+/// between them, the model deadlocks.)
+#[test]
+fn loom_pinned_work_wakes_a_worker_parked_in_its_poller() {
+    model_bounded(3, || {
+        let rt = runtime_polling([false, true]);
+        let ws = start_workers(&rt, 1);
+        rt.workers[1].pinned.push(9);
+        rt.idle.notify_worker(1);
+        let ran: Vec<Vec<u32>> = ws.into_iter().map(|w| w.join().unwrap()).collect();
+        assert_eq!(ran, [vec![], vec![9]]);
+    });
+}
+
+/// Stealable work reaches workers that park in their pollers, and an fd
+/// event wakes its worker from its poll: both tasks run, the event's on
+/// its own worker.
+#[test]
+fn loom_fd_events_and_spawns_reach_polling_workers() {
+    model(|| {
+        let rt = runtime_polling([true, true]);
+        let ws = start_workers(&rt, 2);
+        let other = producer(&rt, |rt| {
+            rt.pollers[1].as_ref().unwrap().event(5);
+        });
+        rt.stealable.push(7);
+        rt.idle.notify_work(0);
+        other.join().unwrap();
+        let ran: Vec<Vec<u32>> = ws.into_iter().map(|w| w.join().unwrap()).collect();
+        assert!(ran[1].contains(&5), "the fd's task ran on its worker");
+        let mut all: Vec<u32> = ran.concat();
+        all.sort();
+        assert_eq!(all, [5, 7]);
     });
 }
