@@ -433,8 +433,29 @@ fn spindle_interrupt(
     settle: Duration,
     busy_worker: bool,
 ) -> Vec<i64> {
+    spindle_interrupt_parked(rt, n, settle, busy_worker, false)
+}
+
+/// [`spindle_interrupt`]; with `in_poller`, the sleeper first waits on a
+/// socket, so its worker has an fd registered and parks in its I/O poller
+/// (woken through the poller's waker) instead of its ParkingLot.
+fn spindle_interrupt_parked(
+    rt: &spindle::Runtime,
+    n: u64,
+    settle: Duration,
+    busy_worker: bool,
+    in_poller: bool,
+) -> Vec<i64> {
     let (tx, rx) = channel();
     let h = rt.spawn(move || {
+        let _socket = in_poller.then(|| {
+            let s = spindle::net::UdpSocket::bind("127.0.0.1:0").expect("bind a UDP socket");
+            s.set_read_timeout(Some(Duration::from_millis(1)))
+                .expect("set a read timeout");
+            let timed_out = s.recv(&mut [0u8; 1]);
+            assert!(timed_out.is_err(), "nobody sends to this socket");
+            s
+        });
         let spinner = busy_worker.then(|| {
             let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
             let flag = busy.clone();
@@ -674,6 +695,10 @@ fn interrupt_latency(c: &mut Criterion, p: &Peers, polling: &spindle::Runtime) {
         (
             "spindle (polling)",
             Box::new(|n| spindle_interrupt(polling, n, settle, false)),
+        ),
+        (
+            "spindle (parked in its poller)",
+            Box::new(|n| spindle_interrupt_parked(&p.spindle, n, settle, false, true)),
         ),
         (
             "spindle (task waker)",
