@@ -1,0 +1,49 @@
+//! The `echo` benchmark's spindle server: a runtime of 2 workers, a task
+//! per connection, each echoing with plain blocking `Read`/`Write` on a
+//! `spindle::net::TcpStream` (a read that must wait suspends only its
+//! task) through a `BUF_SIZE`-byte buffer on the task's stack.
+//!
+//! `echo_spindle --addr 127.0.0.1:PORT` prints `listening ADDR` once bound;
+//! `benches/echo.sh` drives it.
+
+use spindle::net::{TcpListener, TcpStream};
+use spindle_benches::echo::{announce, raise_nofile_limit, server_addr, BUF_SIZE};
+use std::io::{self, Read, Write};
+
+fn main() -> io::Result<()> {
+    let addr = server_addr();
+    raise_nofile_limit()?;
+    // SPINDLE_IO_DISPATCHER=1: the design alternative of docs/io.md, one
+    // thread polling every fd instead of a poller per worker.
+    let dispatcher = std::env::var_os("SPINDLE_IO_DISPATCHER").is_some_and(|v| v == "1");
+    let rt = spindle::Runtime::builder()
+        .workers(2)
+        .io_dispatcher(dispatcher)
+        .build()?;
+    rt.block_on(|| {
+        let listener = TcpListener::bind(addr)?;
+        announce(listener.local_addr()?);
+        loop {
+            let (stream, _) = listener.accept()?;
+            stream.set_nodelay(true)?;
+            spindle::spawn(move || echo(stream));
+        }
+    })
+}
+
+/// Echoes until the peer closes; an error ends only this connection.
+fn echo(mut stream: TcpStream) {
+    let mut buf = [0u8; BUF_SIZE];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if stream.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
