@@ -575,3 +575,110 @@ fn on_plain_threads_sockets_block_like_std() {
     assert_eq!(c.read(&mut [0u8; 8]).unwrap(), 0);
     assert_eq!(server.join().unwrap(), 5);
 }
+
+/// Guards a peer's reset: a task blocked in `read` gets std's `ConnectionReset`.
+#[test]
+fn a_peer_reset_gives_connection_reset() {
+    let rt = rt(1);
+    let (client, server) = tcp_pair();
+    let reader = rt.spawn(move || {
+        server.set_read_timeout(Some(BACKSTOP)).unwrap();
+        let mut b = [0u8; 8];
+        (&server).read(&mut b)
+    });
+    std::thread::sleep(SETTLE);
+    // SO_LINGER with a zero timeout: the close sends a RST, not a FIN.
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid socket fd and a `linger` of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            client.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "set SO_LINGER");
+    drop(client);
+    let r = reader.join().unwrap();
+    assert_eq!(
+        r.map_err(|e| e.kind()).err(),
+        Some(ErrorKind::ConnectionReset),
+        "the read ends with std's error for a reset"
+    );
+}
+
+/// Guards the end of a stream that arrives with its last data in one event:
+/// a reader that read short just before must still see the EOF (no "drained"
+/// shortcut past a hang-up).
+#[test]
+fn data_and_eof_in_one_event_end_read_to_end() {
+    let rt = rt(1);
+    rt.block_on(|| {
+        for round in 0..50 {
+            let (client, server) = tcp_pair();
+            server.set_read_timeout(Some(BACKSTOP)).unwrap();
+            let reader = spindle::spawn(move || {
+                let mut first = [0u8; 1];
+                (&server).read_exact(&mut first)?;
+                let mut rest = Vec::new();
+                (&server).read_to_end(&mut rest)?;
+                Ok::<_, io::Error>((first, rest))
+            });
+            spindle::yield_now();
+            (&client).write_all(b"a").unwrap();
+            spindle::yield_now();
+            (&client).write_all(b"bcd").unwrap();
+            drop(client);
+            let (first, rest) = reader
+                .join()
+                .unwrap()
+                .unwrap_or_else(|e| panic!("round {round}: {e}"));
+            assert_eq!((&first[..], &rest[..]), (&b"a"[..], &b"bcd"[..]));
+        }
+    });
+}
+
+/// Guards a task of one runtime waiting on a stream registered in another
+/// runtime's poller when that runtime shuts down: the wait moves to the
+/// waiter's own worker and still sees the data.
+#[test]
+fn a_wait_survives_the_shutdown_of_the_runtime_that_registered_the_fd() {
+    let (client, server) = tcp_pair();
+    server.set_read_timeout(Some(BACKSTOP)).unwrap();
+    let server = Arc::new(server);
+    let first = rt(1);
+    let s = server.clone();
+    // Registered in `first`'s poller by a read that times out.
+    first
+        .spawn(move || {
+            s.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+            let e = (&*s).read(&mut [0u8; 1]).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::TimedOut);
+            s.set_read_timeout(Some(BACKSTOP)).unwrap();
+        })
+        .join()
+        .unwrap();
+    let second = rt(1);
+    let s = server.clone();
+    let reader = second.spawn(move || {
+        let mut b = [0u8; 2];
+        (&*s).read_exact(&mut b).map(|()| b)
+    });
+    std::thread::sleep(SETTLE);
+    first.shutdown();
+    std::thread::sleep(SETTLE);
+    (&client).write_all(b"hi").unwrap();
+    let t = Instant::now();
+    let got = reader.join().unwrap();
+    assert_eq!(got.unwrap(), *b"hi");
+    assert!(
+        t.elapsed() < BACKSTOP / 2,
+        "woken by the data, not the backstop"
+    );
+}

@@ -151,3 +151,31 @@ fn a_join_in_a_deadline_scope_gives_up_but_the_work_runs_on() {
         done.load(Ordering::SeqCst)
     });
 }
+
+/// Guards the pool's growth: a burst of jobs submitted while one thread is idle
+/// starts threads for them, rather than queue them all behind that one (a job
+/// that waits for the next one would wait for good).
+#[test]
+fn a_burst_of_jobs_does_not_queue_behind_one_idle_thread() {
+    let rt = rt(1);
+    rt.block_on(|| {
+        // One thread made, and idle again.
+        spawn_blocking(|| ()).join().unwrap();
+        for _ in 0..5 {
+            let (tx, rx) = mpsc::channel::<()>();
+            let waits = spawn_blocking(move || rx.recv_timeout(Duration::from_secs(30)));
+            let sends = spawn_blocking(move || tx.send(()));
+            let t = Instant::now();
+            assert_eq!(
+                waits.join().unwrap(),
+                Ok(()),
+                "the first job saw the second"
+            );
+            sends.join().unwrap().unwrap();
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "the second job ran at once"
+            );
+        }
+    });
+}

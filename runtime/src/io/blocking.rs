@@ -40,9 +40,13 @@ struct Pool {
 
 struct PoolState {
     queue: VecDeque<Job>,
-    /// Threads alive, and those of them waiting for a job.
+    /// Threads alive; those of them waiting for a job and not yet picked;
+    /// and the picks not yet taken (a submit picks an idle thread and
+    /// counts it out of `idle` at once, so that a burst of submits starts
+    /// threads rather than pile its jobs on one idle thread).
     threads: usize,
     idle: usize,
+    picked: usize,
 }
 
 fn pool() -> &'static Pool {
@@ -52,10 +56,16 @@ fn pool() -> &'static Pool {
             queue: VecDeque::new(),
             threads: 0,
             idle: 0,
+            picked: 0,
         }),
         job_ready: Condvar::new(),
         threads: AtomicUsize::new(0),
     })
+}
+
+fn lock_state(p: &Pool) -> std::sync::MutexGuard<'_, PoolState> {
+    // No code panics under this lock (jobs run outside it).
+    p.state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Threads of the pool alive now.
@@ -63,13 +73,15 @@ pub(crate) fn threads() -> usize {
     pool().threads.load(Ordering::Relaxed)
 }
 
-/// Queues `job` on the pool, starting a thread for it if none is idle and
-/// the pool is below its bound.
+/// Queues `job` on the pool: an idle thread takes it, or a new thread
+/// if the pool is below its bound; else it waits for a busy thread.
 fn submit(job: Job) {
     let p = pool();
-    let mut st = p.state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut st = lock_state(p);
     st.queue.push_back(job);
     if st.idle > 0 {
+        st.idle -= 1;
+        st.picked += 1;
         drop(st);
         p.job_ready.notify_one();
         return;
@@ -85,50 +97,61 @@ fn submit(job: Job) {
         .stack_size(STACK_SIZE)
         .spawn(work);
     if let Err(error) = started {
-        let mut st = p.state.lock().unwrap_or_else(|e| e.into_inner());
+        tracing::warn!(%error, "could not start a thread of the blocking pool");
+        let mut st = lock_state(p);
         st.threads -= 1;
         p.threads.fetch_sub(1, Ordering::Relaxed);
-        // Some thread is alive to take the job, or none ever will: run it
-        // on a thread of its own rather than lose it.
-        let orphan = st.threads == 0;
-        drop(st);
-        tracing::warn!(%error, "could not start a thread of the blocking pool");
-        if orphan {
-            let job = p
-                .state
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .queue
-                .pop_back();
-            if let Some(job) = job {
-                job();
-            }
+        if st.threads == 0 {
+            // No thread will ever take the queue: run it here, on the
+            // caller's thread, rather than lose it.
+            let jobs = std::mem::take(&mut st.queue);
+            drop(st);
+            jobs.into_iter().for_each(run);
         }
     }
+}
+
+/// Runs a job. A job catches its closure's panic; a panic left is one of
+/// dropping what the closure returned, which must not take the thread
+/// (and its count) with it.
+fn run(job: Job) {
+    let _ = panic::catch_unwind(AssertUnwindSafe(job));
 }
 
 /// A pool thread: runs jobs until idle for [`KEEP_ALIVE`].
 fn work() {
     let p = pool();
-    let mut st = p.state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut st = lock_state(p);
     loop {
         if let Some(job) = st.queue.pop_front() {
             drop(st);
-            job();
-            st = p.state.lock().unwrap_or_else(|e| e.into_inner());
+            run(job);
+            st = lock_state(p);
             continue;
         }
         st.idle += 1;
-        let (guard, timeout) = p
-            .job_ready
-            .wait_timeout(st, KEEP_ALIVE)
-            .unwrap_or_else(|e| e.into_inner());
-        st = guard;
-        st.idle -= 1;
-        if timeout.timed_out() && st.queue.is_empty() {
-            st.threads -= 1;
-            p.threads.fetch_sub(1, Ordering::Relaxed);
-            return;
+        let since = Instant::now();
+        loop {
+            let left = KEEP_ALIVE.saturating_sub(since.elapsed());
+            let (guard, _) = p
+                .job_ready
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner());
+            st = guard;
+            if st.picked > 0 {
+                // Picked by a submit, which counted us out of `idle`.
+                st.picked -= 1;
+                break;
+            }
+            if since.elapsed() >= KEEP_ALIVE {
+                st.idle -= 1;
+                if st.queue.is_empty() {
+                    st.threads -= 1;
+                    p.threads.fetch_sub(1, Ordering::Relaxed);
+                    return;
+                }
+                break;
+            }
         }
     }
 }

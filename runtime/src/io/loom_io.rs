@@ -24,8 +24,9 @@ struct Socket {
 /// The kernel receives a byte, then the poller delivers its edge.
 fn receive(s: &Socket) {
     s.queued.fetch_add(1, Ordering::Release);
-    s.readiness
-        .deliver(true, false, |_| unreachable!("no task waits in the model"));
+    s.readiness.deliver(true, false, 0, |_| {
+        unreachable!("no task waits in the model")
+    });
 }
 
 /// Reads until `want` bytes came, as `do_io_until` does; returns them.

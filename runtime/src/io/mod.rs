@@ -29,7 +29,7 @@ use crate::sched::readiness::Direction;
 use crate::sched::{self, IoRegistration};
 use source::{is_wait_interrupt, poll_thread, wait_readiness};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::Instant;
 
 /// What [`wait_fd`] waits for.
@@ -60,6 +60,9 @@ pub enum Interest {
 /// - `interrupt`: `ErrorKind::Interrupted`; `stop`: `ErrorKind::Other`
 ///   (see the module docs);
 /// - a closed fd: `EBADF`; an fd epoll refuses (a regular file) is ready.
+///
+/// Like `poll(2)` it may return before the fd is ready (rarely): the
+/// caller's syscall then fails with `EAGAIN` again, and it waits again.
 pub fn wait_fd(
     fd: BorrowedFd<'_>,
     interest: Interest,
@@ -72,14 +75,21 @@ pub fn wait_fd(
     if sched::suspendable_task().is_none() {
         return poll_thread(raw, interest, deadline);
     }
-    // Registered for this wait only: an fd of the caller's may be closed
-    // or handed elsewhere as soon as we return. If it is registered
-    // already (a socket of ours), a duplicate takes its place in epoll.
-    let (registration, dup) = match register_for_wait(raw, interest) {
-        Ok(r) => r,
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => return Ok(()),
-        Err(e) => return Err(e),
-    };
+    // Registered for this wait only, as a duplicate of the fd: the
+    // caller's fd may be closed or handed elsewhere as soon as we return,
+    // and may be one of our sockets, registered already (a second
+    // registration of the same number would fail, and could make that
+    // socket's own first registration fail).
+    // SAFETY: `fd` is open for the caller's borrow; the duplicate is a
+    // new fd that we own.
+    let dup = unsafe { BorrowedFd::borrow_raw(raw) }.try_clone_to_owned()?;
+    let registration =
+        match IoRegistration::register(dup.as_raw_fd(), interest == Interest::ReadWrite) {
+            Ok(Some(r)) => r,
+            Ok(None) => return Err(io::Error::other("only a task registers an fd")),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => return Ok(()),
+            Err(e) => return Err(e),
+        };
     let dir = match interest {
         Interest::Writable => Direction::Write,
         Interest::Readable | Interest::ReadWrite => Direction::Read,
@@ -125,28 +135,6 @@ fn ready_now(fd: RawFd, interest: Interest) -> io::Result<bool> {
         return Err(io::Error::from_raw_os_error(libc::EBADF));
     }
     Ok(pfd.revents != 0)
-}
-
-/// Registers `fd` (or a duplicate, if `fd` is registered already) in this
-/// worker's poller for one wait. For `ReadWrite`, either direction's event
-/// wakes the read waiters.
-fn register_for_wait(
-    fd: RawFd,
-    interest: Interest,
-) -> io::Result<(IoRegistration, Option<OwnedFd>)> {
-    let either = interest == Interest::ReadWrite;
-    let no_worker = || io::Error::other("only a task registers an fd");
-    match IoRegistration::register(fd, either) {
-        Ok(r) => Ok((r.ok_or_else(no_worker)?, None)),
-        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-            // SAFETY: `fd` is open (the caller's borrow); the duplicate is
-            // a new fd that we own.
-            let dup = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
-            let r = IoRegistration::register(dup.as_raw_fd(), either)?.ok_or_else(no_worker)?;
-            Ok((r, Some(dup)))
-        }
-        Err(e) => Err(e),
-    }
 }
 
 /// `read_exact` that ends on an interrupt of its wait (module docs).
@@ -215,7 +203,8 @@ pub(crate) fn read_to_string(
     out: &mut String,
 ) -> io::Result<usize> {
     let mut bytes = Vec::new();
-    let r = read_to_end(read, &mut bytes);
+    // The read's own error first, as std.
+    let n = read_to_end(read, &mut bytes)?;
     let s = String::from_utf8(bytes).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -223,5 +212,5 @@ pub(crate) fn read_to_string(
         )
     })?;
     out.push_str(&s);
-    r
+    Ok(n)
 }

@@ -27,7 +27,7 @@ use crate::sched::{self, IoRegistration};
 use crate::wait::{self, deadline::effective_deadline};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::time::{Duration, Instant};
 
 /// An fd and its registration; see the module docs.
@@ -38,10 +38,9 @@ pub(crate) struct IoSource<T: AsRawFd> {
     /// stopped, its runtime shut down while the socket lived on.
     registration: AtomicPtr<IoRegistration>,
     /// Registrations replaced so: kept (a task may still read one) until
-    /// the source drops. The lock also serializes registering. Boxed:
-    /// their addresses were published.
-    #[allow(clippy::vec_box)]
-    retired: Mutex<Vec<Box<IoRegistration>>>,
+    /// the source drops, and only then owned again (`Box::from_raw`). The
+    /// lock also serializes registering.
+    retired: Mutex<Vec<Retired>>,
     io: T,
     /// The socket's timeouts in ns, 0 for none.
     read_timeout: AtomicU64,
@@ -50,6 +49,14 @@ pub(crate) struct IoSource<T: AsRawFd> {
     /// stream, begun at sequence `seq` (see [`IoSource::do_stream_io`]).
     drained: [AtomicU64; 2],
 }
+
+/// A replaced registration, owned by its source (from `Box::into_raw`).
+#[derive(Debug)]
+struct Retired(NonNull<IoRegistration>);
+
+// SAFETY: a `Retired` owns a boxed `IoRegistration`, which is `Send`;
+// only its source's drop turns it back into the box.
+unsafe impl Send for Retired {}
 
 /// The flag of `IoSource::drained`.
 const DRAINED: u64 = 1 << 32;
@@ -115,14 +122,17 @@ impl<T: AsRawFd> IoSource<T> {
         self.do_io_until(dir, timeout.map(|t| (t, None)), |_| false, op)
     }
 
-    /// [`do_io`](Self::do_io) for a read or write of `len` bytes on a
-    /// stream socket. One that moves fewer bytes has drained the socket's
-    /// queue (or filled its buffer), as tokio also reasons for epoll: the
-    /// next call on that direction, if no event came since, waits for one
-    /// without the syscall that would fail with `EAGAIN`. An event that
-    /// came during the short call has moved the sequence, which was read
-    /// before it, so nothing is missed. (A read of 0 bytes, the end of the
-    /// stream, drains nothing: no event would follow it.)
+    /// [`do_io`](Self::do_io) for a read or write of `len` bytes on a TCP
+    /// stream. One that moves fewer bytes has drained the socket's receive
+    /// queue (or filled its send buffer), as tokio also reasons for epoll:
+    /// the next call on that direction, if no event came since, waits for
+    /// one without the syscall that would fail with `EAGAIN`. An event
+    /// that came during the short call has moved the sequence, which was
+    /// read before it, so nothing is missed. Never after a hang-up or an
+    /// error (the data and the FIN may come in one event, and no other
+    /// would follow), and never for a read of 0 bytes. (Not for Unix
+    /// streams, whose reads also stop short at a message carrying
+    /// credentials or fds.)
     #[inline]
     pub(crate) fn do_stream_io(
         &self,
@@ -133,6 +143,19 @@ impl<T: AsRawFd> IoSource<T> {
         let timeout = self.timeout(dir);
         let short = move |n: &usize| *n > 0 && *n < len;
         self.do_io_until(dir, timeout.map(|t| (t, None)), short, op)
+    }
+
+    /// [`do_io`](Self::do_io) in the shape of
+    /// [`do_stream_io`](Self::do_stream_io), without its shortcut (for
+    /// Unix streams).
+    #[inline]
+    pub(crate) fn do_len_io(
+        &self,
+        dir: Direction,
+        _len: usize,
+        op: impl FnMut(&T) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.do_io(dir, op)
     }
 
     /// As [`do_io`](Self::do_io), with a deadline of its own: `timeout`
@@ -152,7 +175,8 @@ impl<T: AsRawFd> IoSource<T> {
             // The sequence is read before the try: see readiness.rs.
             let registration = self.registration();
             let seq = registration.map(|r| r.readiness().sequence(dir));
-            let known_empty = seq.is_some_and(|s| drained.load(Relaxed) == DRAINED | u64::from(s));
+            let known_empty = seq.is_some_and(|s| drained.load(Relaxed) == DRAINED | u64::from(s))
+                && registration.is_some_and(|r| !r.readiness().is_closed(dir));
             if !known_empty || sched::suspendable_task().is_none() {
                 match op(&self.io) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -202,11 +226,14 @@ impl<T: AsRawFd> IoSource<T> {
         }
         let r = IoRegistration::register(self.io.as_raw_fd(), false)?
             .ok_or_else(|| io::Error::other("only a task registers an fd"))?;
+        // A drained mark names the old slot's sequence.
+        for d in &self.drained {
+            d.store(0, Relaxed);
+        }
         self.registration.store(Box::into_raw(Box::new(r)), Release);
-        if !now.is_null() {
-            // SAFETY: `now` came from `Box::into_raw` and is no longer
-            // published; tasks may still read it, so it is kept.
-            retired.push(unsafe { Box::from_raw(now) });
+        if let Some(old) = NonNull::new(now) {
+            // Tasks may still read it: kept until the source drops.
+            retired.push(Retired(old));
         }
         Ok(())
     }
@@ -216,11 +243,16 @@ impl<T: AsRawFd> Drop for IoSource<T> {
     fn drop(&mut self) {
         // Before `io` drops: the fd is deregistered while still open.
         let p = self.registration.swap(ptr::null_mut(), Acquire);
-        if !p.is_null() {
-            // SAFETY: from `Box::into_raw`; we are its last user.
-            drop(unsafe { Box::from_raw(p) });
+        let retired = std::mem::take(&mut *crate::loom::lock(&self.retired));
+        for r in NonNull::new(p)
+            .into_iter()
+            .chain(retired.into_iter().map(|r| r.0))
+        {
+            // SAFETY: each came from `Box::into_raw` in `register` and is
+            // owned by this source alone; `&mut self` says nobody reads it
+            // any more.
+            drop(unsafe { Box::from_raw(r.as_ptr()) });
         }
-        crate::loom::lock(&self.retired).clear();
     }
 }
 

@@ -8,6 +8,7 @@
 //! pool, with the owned name in the job, so that the task's wait for it
 //! can end early on its deadline, an interrupt or a stop).
 
+use crate::error::WaitError;
 use crate::io::blocking;
 use crate::io::source::wait_error;
 use crate::meta::wait_queue::WaitKind;
@@ -153,6 +154,9 @@ pub(crate) fn each_addr<T>(
     for a in &addrs {
         match f(a) {
             Ok(t) => return Ok(t),
+            // The task's wait ended (deadline, interrupt, stop): that ends
+            // the call, not just this address.
+            Err(e) if e.get_ref().is_some_and(|i| i.is::<WaitError>()) => return Err(e),
             Err(e) => last = Some(e),
         }
     }

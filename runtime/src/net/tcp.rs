@@ -281,7 +281,7 @@ fn connect(addr: &SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStream
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
         Err(e) => return Err(e),
     }
-    let timeout = timeout.map(|t| (t, Some(Instant::now() + t)));
+    let timeout = timeout.map(|t| (t, Instant::now().checked_add(t)));
     stream.source.do_io_until(
         Direction::Write,
         timeout,
@@ -306,12 +306,12 @@ fn connect(addr: &SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStream
 /// through its `IoSource` and std's impls for `&Std`; with std's retry
 /// loops replaced by ones that end on an interrupt (see [`crate::io`]).
 macro_rules! stream_read_write {
-    ($t:ty) => {
+    ($t:ty, $io:ident) => {
         impl std::io::Read for &$t {
             fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
                 let dir = $crate::sched::readiness::Direction::Read;
                 self.source
-                    .do_stream_io(dir, buf.len(), |mut s| std::io::Read::read(&mut s, buf))
+                    .$io(dir, buf.len(), |mut s| std::io::Read::read(&mut s, buf))
             }
             fn read_vectored(
                 &mut self,
@@ -336,7 +336,7 @@ macro_rules! stream_read_write {
             fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
                 let dir = $crate::sched::readiness::Direction::Write;
                 self.source
-                    .do_stream_io(dir, buf.len(), |mut s| std::io::Write::write(&mut s, buf))
+                    .$io(dir, buf.len(), |mut s| std::io::Write::write(&mut s, buf))
             }
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
                 let dir = $crate::sched::readiness::Direction::Write;
@@ -390,7 +390,7 @@ macro_rules! stream_read_write {
 }
 pub(crate) use stream_read_write;
 
-stream_read_write!(TcpStream);
+stream_read_write!(TcpStream, do_stream_io);
 
 /// `AsFd` and `AsRawFd` through the `IoSource`.
 macro_rules! as_fd {

@@ -1,8 +1,11 @@
 //! Unix domain sockets: [`UnixListener`] and [`UnixStream`], std's types
 //! in non-blocking mode inside an `IoSource`.
 
-use crate::io::source::IoSource;
-use crate::sched::readiness::Direction;
+use crate::io::blocking;
+use crate::io::source::{wait_error, IoSource};
+use crate::meta::wait_queue::WaitKind;
+use crate::sched::{self, readiness::Direction};
+use socket2::{Domain, SockAddr, Socket, Type};
 use std::fmt;
 use std::io;
 use std::net::Shutdown;
@@ -92,11 +95,38 @@ impl fmt::Debug for UnixStream {
 }
 
 impl UnixStream {
-    /// Connects to the socket at `path` (std's connect: a Unix connect
-    /// completes at once, unless the listener's backlog is full, when it
-    /// blocks the thread until there is room).
+    /// Connects to the socket at `path`. A Unix connect completes at
+    /// once, unless the listener's backlog is full: then a task's connect
+    /// waits on the blocking pool (ending early on its deadline, an
+    /// interrupt or a stop), and a plain thread's blocks, as std's.
     pub fn connect(path: impl AsRef<Path>) -> io::Result<UnixStream> {
-        UnixStream::from_std(std::os::unix::net::UnixStream::connect(path)?)
+        let path = path.as_ref();
+        let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+        socket.set_nonblocking(true)?;
+        match socket.connect(&SockAddr::unix(path)?) {
+            Ok(()) => return Ok(UnixStream::from_nonblocking(socket.into())),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+        // The backlog is full: std's blocking connect, off the worker.
+        let path = path.to_path_buf();
+        let connect = move || std::os::unix::net::UnixStream::connect(path);
+        let stream = if sched::suspendable_task().is_some() {
+            match blocking::start(connect).wait(WaitKind::Interruptible, None) {
+                Ok(Ok(result)) => result,
+                Ok(Err(panic)) => std::panic::resume_unwind(panic),
+                Err(e) => Err(wait_error(e)),
+            }
+        } else {
+            connect()
+        };
+        UnixStream::from_std(stream?)
+    }
+
+    fn from_nonblocking(stream: std::os::unix::net::UnixStream) -> UnixStream {
+        UnixStream {
+            source: IoSource::new(stream),
+        }
     }
 
     /// A connected pair.
@@ -161,5 +191,5 @@ impl UnixStream {
     }
 }
 
-super::tcp::stream_read_write!(UnixStream);
+super::tcp::stream_read_write!(UnixStream, do_len_io);
 super::tcp::as_fd!(UnixListener, UnixStream);

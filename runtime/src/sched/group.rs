@@ -518,9 +518,10 @@ impl TaskGroup {
         let start = Instant::now();
         let mut look_until = self.poll.look_until(start);
         let mut round = 0u32;
-        // Ready fds first: their tasks are this worker's, and nobody else
-        // would run them. A worker with fds looks no longer than a round:
-        // what it waits for comes through its poller, which it blocks in.
+        // Ready fds first: only this worker polls them, and most of the
+        // tasks they wake are its own. A worker with fds looks no longer
+        // than a round: what it waits for comes through its poller, which
+        // it blocks in.
         if self.polls() {
             self.poll_io(None);
             if let Some(t) = self.next_local() {

@@ -20,9 +20,11 @@
 
 use super::group::TaskGroup;
 use super::idle::PollWaker;
-use super::readiness::{self, IoReadiness, SlotKey};
-use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use super::readiness::{self, IoReadiness, SlotKey, CLOSED_READ, CLOSED_WRITE};
+use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+use crate::loom::sync::Mutex;
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
@@ -50,6 +52,9 @@ pub(crate) struct PollerShared {
     pub(crate) registered: AtomicUsize,
     /// Set when the worker stops: nobody polls this poller any more.
     closed: AtomicBool,
+    /// The slots of the fds registered here (for the stop: see
+    /// [`Poller::close`]).
+    slots: Mutex<HashSet<u64>>,
 }
 
 /// A worker's poller; see the module docs. Used by its worker only.
@@ -81,6 +86,7 @@ impl Poller {
                 registry,
                 registered: AtomicUsize::new(0),
                 closed: AtomicBool::new(false),
+                slots: Mutex::new(HashSet::new()),
             }),
         };
         Ok((poller, waker))
@@ -89,7 +95,20 @@ impl Poller {
     /// The worker stops: its registrations must move (see
     /// [`IoRegistration::is_live`]).
     pub(crate) fn close(&self) {
-        self.shared.closed.store(true, Relaxed);
+        self.shared.closed.store(true, SeqCst);
+        // Tasks of other runtimes may wait on fds registered here: wake
+        // them to register elsewhere. (A waiter that checked `is_live`
+        // before the store above loaded its sequence before it too, and
+        // the bump below moves it.)
+        let slots: Vec<u64> = crate::loom::lock(&self.shared.slots)
+            .iter()
+            .copied()
+            .collect();
+        for token in slots {
+            if let Some(slot) = readiness::lookup(SlotKey::from_token(token)) {
+                slot.deliver(true, true, 0, super::make_ready);
+            }
+        }
     }
 
     /// Whether any fd is registered here.
@@ -131,10 +150,15 @@ impl Poller {
             let Some(slot) = readiness::lookup(SlotKey::from_token(event.token().0 as u64)) else {
                 continue; // deregistered since: see readiness.rs
             };
-            let closed_or_error = event.is_error();
+            let error = event.is_error();
+            let read_closed = event.is_read_closed() || error;
+            let write_closed = event.is_write_closed() || error;
+            let closed = if read_closed { CLOSED_READ } else { 0 }
+                | if write_closed { CLOSED_WRITE } else { 0 };
             slot.deliver(
-                event.is_readable() || event.is_read_closed() || closed_or_error,
-                event.is_writable() || event.is_write_closed() || closed_or_error,
+                event.is_readable() || read_closed,
+                event.is_writable() || write_closed,
+                closed,
                 super::make_ready,
             );
         }
@@ -186,7 +210,7 @@ impl IoRegistration {
                 "too many fds registered with spindle's pollers",
             )
         })?;
-        readiness.set_either(either);
+        readiness.reset(either);
         let token = Token(key.token() as usize);
         let interest = Interest::READABLE | Interest::WRITABLE;
         if let Err(e) = shared
@@ -197,6 +221,7 @@ impl IoRegistration {
             return Err(e);
         }
         shared.registered.fetch_add(1, Relaxed);
+        crate::loom::lock(&shared.slots).insert(key.token());
         Ok(Some(IoRegistration {
             fd,
             key,
@@ -214,7 +239,7 @@ impl IoRegistration {
     /// stopped (its runtime shut down while the fd lived on). The owner
     /// then registers the fd afresh, with the worker now waiting.
     pub(crate) fn is_live(&self) -> bool {
-        !self.poller.closed.load(Relaxed)
+        !self.poller.closed.load(SeqCst)
     }
 
     /// Takes the fd out of its poller now (dropping does it too).
@@ -228,6 +253,7 @@ impl IoRegistration {
 impl Drop for IoRegistration {
     fn drop(&mut self) {
         self.deregister();
+        crate::loom::lock(&self.poller.slots).remove(&self.key.token());
         readiness::free(self.key);
         self.poller.registered.fetch_sub(1, Relaxed);
     }

@@ -40,6 +40,11 @@ pub(crate) struct IoReadiness {
     /// Set for a wait on both directions: every event wakes the read
     /// waiters (`io::wait_fd` with `Interest::ReadWrite`).
     either: AtomicBool,
+    /// Sticky: the fd reported an error or a hang-up of a direction
+    /// (`CLOSED_READ`, `CLOSED_WRITE`). No further event may come, so a
+    /// waiter must never skip its syscall on the strength of a past one
+    /// (see `IoSource::do_stream_io`).
+    closed: AtomicU32,
     read: WaitQueue,
     write: WaitQueue,
 }
@@ -49,6 +54,7 @@ impl IoReadiness {
         IoReadiness {
             generation: AtomicU32::new(0),
             either: AtomicBool::new(false),
+            closed: AtomicU32::new(0),
             read: WaitQueue::new(0),
             write: WaitQueue::new(0),
         }
@@ -70,15 +76,38 @@ impl IoReadiness {
         self.queue(dir).value().load(Ordering::Acquire)
     }
 
-    /// Sets whether an event of either direction wakes the read waiters;
-    /// by the registration, before the fd is registered.
-    pub(crate) fn set_either(&self, either: bool) {
+    /// Readies the slot for a new registration: whether an event of
+    /// either direction wakes the read waiters, and no hang-up seen yet.
+    /// Before the fd is registered.
+    pub(crate) fn reset(&self, either: bool) {
         self.either.store(either, Ordering::Relaxed);
+        self.closed.store(0, Ordering::Relaxed);
     }
 
-    /// An event: bumps the sequences of the ready directions, then wakes
-    /// their waiters through `ready`.
-    pub(crate) fn deliver(&self, readable: bool, writable: bool, ready: impl Fn(TaskRef)) {
+    /// Whether the fd has reported an error or a hang-up of `dir`.
+    pub(crate) fn is_closed(&self, dir: Direction) -> bool {
+        let bit = match dir {
+            Direction::Read => CLOSED_READ,
+            Direction::Write => CLOSED_WRITE,
+        };
+        self.closed.load(Ordering::Acquire) & bit != 0
+    }
+
+    /// An event: records the hang-ups in `closed` (`CLOSED_*` bits), bumps
+    /// the sequences of the ready directions, then wakes their waiters
+    /// through `ready`.
+    pub(crate) fn deliver(
+        &self,
+        readable: bool,
+        writable: bool,
+        closed: u32,
+        ready: impl Fn(TaskRef),
+    ) {
+        if closed != 0 {
+            // Before the bumps: a waiter that sees a bumped sequence sees
+            // the hang-up too.
+            self.closed.fetch_or(closed, Ordering::Release);
+        }
         let readable = readable || (writable && self.either.load(Ordering::Relaxed));
         for (yes, q) in [(readable, &self.read), (writable, &self.write)] {
             if yes {
@@ -90,6 +119,11 @@ impl IoReadiness {
         }
     }
 }
+
+/// `IoReadiness::closed`: the read side hung up (or an error).
+pub(crate) const CLOSED_READ: u32 = 1;
+/// `IoReadiness::closed`: the write side hung up (or an error).
+pub(crate) const CLOSED_WRITE: u32 = 2;
 
 /// Slots per page of the table.
 const PAGE: usize = 1024;
