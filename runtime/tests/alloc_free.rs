@@ -1,8 +1,10 @@
 //! The hot paths allocate nothing and make no futex call (the system call
 //! they would make to park or wake a thread) in steady state: spawn + join
 //! from a task, yield, wake + wait on a Butex, a timed wait whose timer is
-//! armed and cancelled, and an uncontended `sync::Mutex`, which arms no
-//! timer either, even inside a deadline scope. Allocations are counted by a
+//! armed and cancelled, an uncontended `sync::Mutex`, which arms no timer
+//! either, even inside a deadline scope, a socket read and write that are
+//! ready, and a TCP round trip whose read waits for the reply (the
+//! worker polls its fds instead of parking on a futex). Allocations are counted by a
 //! global allocator, in a binary of its own, and futex calls by the parking
 //! crate: both per thread, the one that runs the path (a task's worker), so
 //! that the runtime's other threads (the timer thread, an idle worker's
@@ -70,7 +72,7 @@ const FREE: Cost = Cost {
 
 /// Runs `round` many times to warm every cache up, then counts what further
 /// rounds allocate and the futex calls they make on this thread.
-fn steady_state(round: impl Fn()) -> Cost {
+fn steady_state(mut round: impl FnMut()) -> Cost {
     for _ in 0..50_000 {
         round();
     }
@@ -101,6 +103,40 @@ fn uncontended_mutex() -> (Cost, Cost) {
     );
     assert_eq!(m.into_inner(), 300_000);
     (plain, scoped)
+}
+
+/// A write and a read on a TCP connection that are ready (the data is
+/// there: no wait), then round trips to an echoing task where each read
+/// waits for the reply. Inside a task of a 1-worker runtime.
+fn io_paths() -> (Cost, Cost) {
+    use spindle::net::{TcpListener, TcpStream};
+    use std::io::{Read, Write};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (b, _) = l.accept().unwrap();
+    a.set_nodelay(true).unwrap();
+    b.set_nodelay(true).unwrap();
+    let mut byte = [0u8; 1];
+    let ready = steady_state(|| {
+        (&a).write_all(b"x").unwrap();
+        (&b).read_exact(&mut byte).unwrap();
+    });
+    let echo = spindle::spawn(move || {
+        let mut buf = [0u8; 64];
+        loop {
+            match (&b).read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => (&b).write_all(&buf[..n]).unwrap(),
+            }
+        }
+    });
+    let round_trip = steady_state(|| {
+        (&a).write_all(b"y").unwrap();
+        (&a).read_exact(&mut byte).unwrap();
+    });
+    a.shutdown(std::net::Shutdown::Write).unwrap();
+    echo.join().unwrap();
+    (ready, round_trip)
 }
 
 #[test]
@@ -155,8 +191,12 @@ fn hot_paths_allocate_nothing_and_make_no_futex_call() {
         });
         t.value().store(u32::MAX, Ordering::Release);
         waker.join().unwrap();
-        (spawn_join, yields, butex, timed, uncontended_mutex())
+        let io = io_paths();
+        (spawn_join, yields, butex, timed, (uncontended_mutex(), io))
     });
+    let (mutex, (ready_io, round_trip)) = mutex;
+    assert_eq!(ready_io, FREE, "a ready write and read");
+    assert_eq!(round_trip, FREE, "a TCP round trip whose read waits");
     assert_eq!(spawn_join, FREE, "spawn + join");
     assert_eq!(yields, FREE, "yield");
     assert_eq!(butex, FREE, "butex wake/wait");
