@@ -1,4 +1,5 @@
-//! The `echo` benchmark's spindle server: a runtime of 2 workers, a task
+//! The `echo` benchmark's spindle server: a runtime of 2 workers (or
+//! `SPINDLE_WORKERS`), a task
 //! per connection, each echoing with plain blocking `Read`/`Write` on a
 //! `spindle::net::TcpStream` (a read that must wait suspends only its
 //! task) through a `BUF_SIZE`-byte buffer on the task's stack.
@@ -16,8 +17,13 @@ fn main() -> io::Result<()> {
     // SPINDLE_IO_DISPATCHER=1: the design alternative of docs/io.md, one
     // thread polling every fd instead of a poller per worker.
     let dispatcher = std::env::var_os("SPINDLE_IO_DISPATCHER").is_some_and(|v| v == "1");
+    // SPINDLE_WORKERS=n: n workers instead of 2 (`spindle-1w` in echo.sh).
+    let workers = std::env::var("SPINDLE_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(2);
     let rt = spindle::Runtime::builder()
-        .workers(2)
+        .workers(workers)
         .io_dispatcher(dispatcher)
         .build()?;
     rt.block_on(|| {

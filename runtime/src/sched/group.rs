@@ -481,6 +481,9 @@ impl TaskGroup {
             let Some(g) = self.control.group(victim) else {
                 continue;
             };
+            if self.leaves_new_tasks_to(g) {
+                continue;
+            }
             if let Some(t) = settle(|| g.stealer.steal_batch_and_pop(&self.fresh)) {
                 GroupStats::bump(&self.remote().stats.steals);
                 return Some(t);
@@ -493,6 +496,22 @@ impl TaskGroup {
             }
         }
         None
+    }
+
+    /// Whether this worker leaves `victim`'s new tasks to it: when this
+    /// worker already serves clearly more fds than the victim will once it
+    /// has run its queued tasks. A task stays on the worker it first ran
+    /// on, and so do the sockets it registers: a burst of connections
+    /// accepted on one worker would otherwise end up mostly on the worker
+    /// that steals them while the acceptor accepts (56 of 64 in the echo
+    /// benchmark), whose round trips then queue behind each other. Counting
+    /// the victim's queue keeps a burst of CPU work stealable: only its
+    /// last few tasks are left to it. Without fds (most workloads) it
+    /// never declines.
+    fn leaves_new_tasks_to(&self, victim: &GroupRemote) -> bool {
+        let mine = io_load(self.remote());
+        mine > IO_BALANCE_MARGIN
+            && mine > io_load(victim) + victim.stealer.len() + IO_BALANCE_MARGIN
     }
 
     /// Whether stealable work is left for another worker: this worker's
@@ -909,6 +928,17 @@ impl IdleWorker for TaskGroup {
     fn run(&self, t: TaskRef) {
         self.run_task(t);
     }
+}
+
+/// How many more fds a thief must serve than its victim will before it
+/// leaves the victim's new tasks to it (`leaves_new_tasks_to`).
+const IO_BALANCE_MARGIN: usize = 4;
+
+/// The fds registered in a worker's poller now.
+fn io_load(g: &GroupRemote) -> usize {
+    g.io_sources
+        .get()
+        .map_or(0, |p| p.registered.load(Relaxed))
 }
 
 /// Retries `steal` until it settles: a task, or nothing to take.
