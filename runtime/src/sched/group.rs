@@ -936,9 +936,7 @@ const IO_BALANCE_MARGIN: usize = 4;
 
 /// The fds registered in a worker's poller now.
 fn io_load(g: &GroupRemote) -> usize {
-    g.io_sources
-        .get()
-        .map_or(0, |p| p.registered.load(Relaxed))
+    g.io_sources.get().map_or(0, |p| p.registered.load(Relaxed))
 }
 
 /// Retries `steal` until it settles: a task, or nothing to take.
