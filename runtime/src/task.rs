@@ -10,7 +10,7 @@
 //! it displaces goes on the worker's deque; others may steal either until it
 //! first runs); otherwise it goes on the runtime's injector.
 
-use crate::error::JoinError;
+use crate::error::{JoinError, NoSuchTask};
 use crate::io::blocking;
 use crate::loom::sync::atomic::Ordering;
 use crate::meta::seam::Suspend;
@@ -297,6 +297,22 @@ impl<T> JoinHandle<T> {
         self.id
     }
 
+    /// Interrupts the task: [`interrupt`](crate::interrupt) by handle.
+    ///
+    /// # Errors
+    /// `NoSuchTask` once the task has ended.
+    pub fn interrupt(&self) -> Result<(), NoSuchTask> {
+        wait::signal(self.id, false)
+    }
+
+    /// Stops the task: [`stop`](crate::stop) by handle.
+    ///
+    /// # Errors
+    /// `NoSuchTask` once the task has ended.
+    pub fn stop(&self) -> Result<(), NoSuchTask> {
+        wait::signal(self.id, true)
+    }
+
     /// Whether the task has ended: its result is ready, it panicked, or it
     /// was cancelled when its runtime stopped.
     pub fn is_finished(&self) -> bool {
@@ -423,6 +439,16 @@ where
             Err(e) => unreachable!("an uninterruptible wait with no deadline ended: {e}"),
         },
     )
+}
+
+/// The name the running task was given (`task::Builder::name`); `None`
+/// for a task spawned without one, and on a plain thread. A child does
+/// not inherit its parent's name.
+pub fn current_name() -> Option<String> {
+    let t = sched::current_task()?;
+    // SAFETY: we are the task itself, so it has not ended; the reference
+    // is dropped before we return.
+    unsafe { t.name() }.map(str::to_owned)
 }
 
 /// The id of the running task, `None` on a plain thread.
