@@ -229,37 +229,6 @@ impl TcpStream {
         ))
     }
 
-    /// Bounds each later wait of a read (`None`: no bound).
-    ///
-    /// # Errors
-    ///
-    /// `Some(Duration::ZERO)` is `InvalidInput`, as std.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.source.set_timeout(Direction::Read, timeout)
-    }
-
-    /// Bounds each later wait of a write (`None`: no bound).
-    ///
-    /// # Errors
-    ///
-    /// `Some(Duration::ZERO)` is `InvalidInput`, as std.
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.source.set_timeout(Direction::Write, timeout)
-    }
-
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.source.timeout(Direction::Read))
-    }
-
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.source.timeout(Direction::Write))
-    }
-
-    /// The pending error of the socket, if any (`SO_ERROR`).
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.source.get_ref().take_error()
-    }
-
     /// Reads without removing what it read from the socket's queue.
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.source.do_io(Direction::Read, |s| s.peek(buf))
@@ -410,3 +379,55 @@ macro_rules! as_fd {
 pub(crate) use as_fd;
 
 as_fd!(TcpListener, TcpStream);
+
+/// The timeouts and `take_error` of a socket type, through its
+/// `IoSource`: std's names and rules.
+macro_rules! socket_timeouts {
+    ($($t:ty),*) => {$(
+        impl $t {
+            /// Bounds each later wait of a read or receive (`None`: no
+            /// bound); an ended wait is `TimedOut`.
+            ///
+            /// # Errors
+            ///
+            /// `Some(Duration::ZERO)` is `InvalidInput`, as std.
+            pub fn set_read_timeout(
+                &self,
+                timeout: Option<std::time::Duration>,
+            ) -> std::io::Result<()> {
+                self.source.set_timeout($crate::sched::readiness::Direction::Read, timeout)
+            }
+
+            /// Bounds each later wait of a write or send (`None`: no
+            /// bound); an ended wait is `TimedOut`.
+            ///
+            /// # Errors
+            ///
+            /// `Some(Duration::ZERO)` is `InvalidInput`, as std.
+            pub fn set_write_timeout(
+                &self,
+                timeout: Option<std::time::Duration>,
+            ) -> std::io::Result<()> {
+                self.source.set_timeout($crate::sched::readiness::Direction::Write, timeout)
+            }
+
+            /// The read timeout (`None`: no bound).
+            pub fn read_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
+                Ok(self.source.timeout($crate::sched::readiness::Direction::Read))
+            }
+
+            /// The write timeout (`None`: no bound).
+            pub fn write_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
+                Ok(self.source.timeout($crate::sched::readiness::Direction::Write))
+            }
+
+            /// The pending error of the socket, if any (`SO_ERROR`).
+            pub fn take_error(&self) -> std::io::Result<Option<std::io::Error>> {
+                self.source.get_ref().take_error()
+            }
+        }
+    )*};
+}
+pub(crate) use socket_timeouts;
+
+socket_timeouts!(TcpStream);

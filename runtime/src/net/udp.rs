@@ -8,7 +8,6 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::time::Duration;
 
 /// A UDP socket (std's `UdpSocket`, whose waits suspend only the task).
 pub struct UdpSocket {
@@ -89,44 +88,16 @@ impl UdpSocket {
         self.source.get_ref().local_addr()
     }
 
-    /// Another handle to the same socket (its own fd, no timeouts set).
-    pub fn try_clone(&self) -> io::Result<UdpSocket> {
-        UdpSocket::from_std(self.source.get_ref().try_clone()?)
-    }
-
-    /// Bounds each later wait of a receive.
-    ///
-    /// # Errors
-    ///
-    /// `Some(Duration::ZERO)` is `InvalidInput`, as std.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.source.set_timeout(Direction::Read, timeout)
-    }
-
-    /// Bounds each later wait of a send.
-    ///
-    /// # Errors
-    ///
-    /// `Some(Duration::ZERO)` is `InvalidInput`, as std.
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.source.set_timeout(Direction::Write, timeout)
-    }
-
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.source.timeout(Direction::Read))
-    }
-
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.source.timeout(Direction::Write))
-    }
-
+    /// Sets `SO_BROADCAST`.
     pub fn set_broadcast(&self, on: bool) -> io::Result<()> {
         self.source.get_ref().set_broadcast(on)
     }
 
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.source.get_ref().take_error()
+    /// Another handle to the same socket (its own fd, no timeouts set).
+    pub fn try_clone(&self) -> io::Result<UdpSocket> {
+        UdpSocket::from_std(self.source.get_ref().try_clone()?)
     }
 }
 
 super::tcp::as_fd!(UdpSocket);
+super::tcp::socket_timeouts!(UdpSocket);

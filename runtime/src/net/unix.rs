@@ -12,7 +12,6 @@ use std::net::Shutdown;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
-use std::time::Duration;
 
 /// A Unix socket server (std's `UnixListener`, whose `accept` suspends
 /// only the task).
@@ -159,37 +158,8 @@ impl UnixStream {
     pub fn try_clone(&self) -> io::Result<UnixStream> {
         UnixStream::from_std(self.source.get_ref().try_clone()?)
     }
-
-    /// Bounds each later wait of a read.
-    ///
-    /// # Errors
-    ///
-    /// `Some(Duration::ZERO)` is `InvalidInput`, as std.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.source.set_timeout(Direction::Read, timeout)
-    }
-
-    /// Bounds each later wait of a write.
-    ///
-    /// # Errors
-    ///
-    /// `Some(Duration::ZERO)` is `InvalidInput`, as std.
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.source.set_timeout(Direction::Write, timeout)
-    }
-
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.source.timeout(Direction::Read))
-    }
-
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.source.timeout(Direction::Write))
-    }
-
-    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.source.get_ref().take_error()
-    }
 }
 
 super::tcp::stream_read_write!(UnixStream, do_len_io);
 super::tcp::as_fd!(UnixListener, UnixStream);
+super::tcp::socket_timeouts!(UnixStream);
