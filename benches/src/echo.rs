@@ -8,7 +8,7 @@
 //! goroutine's heap), so that the resident memory of an idle connection
 //! compares like with like.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 
 /// Bytes of each server's read buffer, one per connection: the largest
@@ -71,4 +71,23 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
         }
     }
     Ok(lim.rlim_cur)
+}
+
+/// Echoes what `stream` reads back to it until the peer closes, through a
+/// [`BUF_SIZE`] buffer on the caller's stack (a task's or coroutine's, for
+/// the runtimes); an error ends only this connection. Every server's loop.
+pub fn echo_connection(mut stream: impl Read + Write) {
+    let mut buf = [0u8; BUF_SIZE];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if stream.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
 }

@@ -5,9 +5,9 @@
 //! `echo_may --addr 127.0.0.1:PORT` prints `listening ADDR` once bound;
 //! `benches/echo.sh` drives it.
 
-use may::net::{TcpListener, TcpStream};
-use spindle_benches::echo::{announce, raise_nofile_limit, server_addr, BUF_SIZE};
-use std::io::{self, Read, Write};
+use may::net::TcpListener;
+use spindle_benches::echo::{announce, echo_connection, raise_nofile_limit, server_addr};
+use std::io;
 
 fn main() -> io::Result<()> {
     let addr = server_addr();
@@ -23,23 +23,6 @@ fn main() -> io::Result<()> {
         // worker threads and so see another thread's thread-local storage.
         // `echo` holds none across a switch: it only reads and writes its
         // socket, through may's own blocking calls.
-        unsafe { may::coroutine::spawn(move || echo(stream)) };
-    }
-}
-
-/// Echoes until the peer closes; an error ends only this connection.
-fn echo(mut stream: TcpStream) {
-    let mut buf = [0u8; BUF_SIZE];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => {
-                if stream.write_all(&buf[..n]).is_err() {
-                    return;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
+        unsafe { may::coroutine::spawn(move || echo_connection(stream)) };
     }
 }

@@ -7,9 +7,9 @@
 //! `echo_spindle --addr 127.0.0.1:PORT` prints `listening ADDR` once bound;
 //! `benches/echo.sh` drives it.
 
-use spindle::net::{TcpListener, TcpStream};
-use spindle_benches::echo::{announce, raise_nofile_limit, server_addr, BUF_SIZE};
-use std::io::{self, Read, Write};
+use spindle::net::TcpListener;
+use spindle_benches::echo::{announce, echo_connection, raise_nofile_limit, server_addr};
+use std::io;
 
 fn main() -> io::Result<()> {
     let addr = server_addr();
@@ -32,24 +32,7 @@ fn main() -> io::Result<()> {
         loop {
             let (stream, _) = listener.accept()?;
             stream.set_nodelay(true)?;
-            spindle::spawn(move || echo(stream));
+            spindle::spawn(move || echo_connection(stream));
         }
     })
-}
-
-/// Echoes until the peer closes; an error ends only this connection.
-fn echo(mut stream: TcpStream) {
-    let mut buf = [0u8; BUF_SIZE];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => {
-                if stream.write_all(&buf[..n]).is_err() {
-                    return;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
-    }
 }

@@ -6,9 +6,9 @@
 //! `echo_threads --addr 127.0.0.1:PORT` prints `listening ADDR` once bound;
 //! `benches/echo.sh` drives it.
 
-use spindle_benches::echo::{announce, raise_nofile_limit, server_addr, BUF_SIZE};
-use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use spindle_benches::echo::{announce, echo_connection, raise_nofile_limit, server_addr};
+use std::io;
+use std::net::TcpListener;
 use std::thread;
 
 const STACK_SIZE: usize = 64 * 1024;
@@ -23,23 +23,6 @@ fn main() -> io::Result<()> {
         stream.set_nodelay(true)?;
         thread::Builder::new()
             .stack_size(STACK_SIZE)
-            .spawn(move || echo(stream))?;
-    }
-}
-
-/// Echoes until the peer closes; an error ends only this connection.
-fn echo(mut stream: TcpStream) {
-    let mut buf = [0u8; BUF_SIZE];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => {
-                if stream.write_all(&buf[..n]).is_err() {
-                    return;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
+            .spawn(move || echo_connection(stream))?;
     }
 }
