@@ -7,8 +7,8 @@ mod net_common;
 
 use common::rt;
 use net_common::{
-    assert_wait_error, echo, echo_server, expect_err, pattern, Ticker, BACKSTOP, LOOPBACK,
-    PROMPTLY, SETTLE,
+    assert_wait_error, echo, echo_server, expect_err, one_byte_from_three_clients, pattern, Ticker,
+    BACKSTOP, LOOPBACK, PROMPTLY, SETTLE,
 };
 use spindle::net::{lookup_host, TcpListener, TcpStream, UdpSocket, UnixListener, UnixStream};
 use spindle::WaitError;
@@ -260,29 +260,12 @@ fn unix_incoming_yields_connections() {
     rt.block_on(|| {
         let listener = UnixListener::bind(path.path()).unwrap();
         let p = path.path().to_path_buf();
-        let clients = spindle::spawn(move || {
-            (0..3u8)
-                .map(|i| {
-                    let c = UnixStream::connect(p.as_path()).unwrap();
-                    (&c).write_all(&[i]).unwrap();
-                    c
-                })
-                .collect::<Vec<_>>()
-        });
-        let mut seen: Vec<u8> = listener
-            .incoming()
-            .take(3)
-            .map(|s| {
-                let s = s.unwrap();
-                s.set_read_timeout(Some(BACKSTOP)).unwrap();
-                let mut b = [0u8; 1];
-                (&s).read_exact(&mut b).unwrap();
-                b[0]
-            })
-            .collect();
-        seen.sort_unstable();
+        let seen = one_byte_from_three_clients(
+            move || UnixStream::connect(p.as_path()),
+            listener.incoming(),
+            |s| s.set_read_timeout(Some(BACKSTOP)),
+        );
         assert_eq!(seen, [0, 1, 2]);
-        assert_eq!(clients.join().unwrap().len(), 3);
     });
 }
 

@@ -10,8 +10,9 @@ mod net_common;
 
 use common::{rt, wait_for};
 use net_common::{
-    a_task_runs_within, assert_wait_error, echo, echo_server, expect_err, pattern, signalled,
-    tcp_pair, BACKSTOP, LOOPBACK, PROMPTLY, SETTLE,
+    a_task_runs_within, assert_wait_error, echo, echo_server, expect_err,
+    one_byte_from_three_clients, pattern, signalled, tcp_pair, BACKSTOP, LOOPBACK, PROMPTLY,
+    SETTLE,
 };
 use spindle::net::{TcpListener, TcpStream};
 use spindle::{SleepError, WaitError};
@@ -430,29 +431,12 @@ fn addresses_options_and_incoming() {
         let listener = TcpListener::bind(LOOPBACK).unwrap();
         let addr = listener.local_addr().unwrap();
         assert!(addr.ip().is_loopback() && addr.port() != 0);
-        let clients = spindle::spawn(move || {
-            (0..3u8)
-                .map(|i| {
-                    let c = TcpStream::connect(addr).unwrap();
-                    (&c).write_all(&[i]).unwrap();
-                    c
-                })
-                .collect::<Vec<_>>()
-        });
-        let mut seen: Vec<u8> = listener
-            .incoming()
-            .take(3)
-            .map(|s| {
-                let s = s.unwrap();
-                s.set_read_timeout(Some(BACKSTOP)).unwrap();
-                let mut b = [0u8; 1];
-                (&s).read_exact(&mut b).unwrap();
-                b[0]
-            })
-            .collect();
-        seen.sort_unstable();
+        let seen = one_byte_from_three_clients(
+            move || TcpStream::connect(addr),
+            listener.incoming(),
+            |s| s.set_read_timeout(Some(BACKSTOP)),
+        );
         assert_eq!(seen, [0, 1, 2]);
-        assert_eq!(clients.join().unwrap().len(), 3);
     });
 }
 

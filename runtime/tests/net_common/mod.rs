@@ -231,3 +231,40 @@ pub fn raise_fd_limit(want: libc::rlim_t) -> libc::rlim_t {
     }
     lim.rlim_cur
 }
+
+/// Three clients, connected by `connect` from a task, each sending one byte
+/// (0, 1, 2); the first three connections of `incoming` are read, a byte
+/// each, under `set_timeout`. Returns the bytes seen, sorted, once the
+/// clients (all three connected) are joined.
+pub fn one_byte_from_three_clients<S>(
+    connect: impl Fn() -> io::Result<S> + Send + 'static,
+    incoming: impl Iterator<Item = io::Result<S>>,
+    set_timeout: impl Fn(&S) -> io::Result<()>,
+) -> Vec<u8>
+where
+    S: Send + 'static,
+    for<'a> &'a S: Read + Write,
+{
+    let clients = spindle::spawn(move || {
+        (0..3u8)
+            .map(|i| {
+                let c = connect().unwrap();
+                (&c).write_all(&[i]).unwrap();
+                c
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut seen: Vec<u8> = incoming
+        .take(3)
+        .map(|s| {
+            let s = s.unwrap();
+            set_timeout(&s).unwrap();
+            let mut b = [0u8; 1];
+            (&s).read_exact(&mut b).unwrap();
+            b[0]
+        })
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(clients.join().unwrap().len(), 3);
+    seen
+}
