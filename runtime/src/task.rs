@@ -208,6 +208,17 @@ where
         Some(g) => control.stacks.take(size, Some(&mut g.stacks.borrow_mut())),
         None => control.stacks.take_for_thread(size),
     };
+    // The common case: keep the body in the meta and the stack reserved but
+    // untouched (not even guarded); the first run binds them
+    // (`TaskGroup::bind`), on the stack its worker's last task just gave
+    // back. (A `Builder::stack_size` that rounds to the default size also
+    // comes here: the stack is the same.) Otherwise the coroutine is built
+    // now, on a guarded stack.
+    let pending = size == control.stacks.default_size() && PendingBody::fits::<B>();
+    let stack = match stack {
+        Ok(mut s) if !pending => s.guard().map(|()| s),
+        other => other,
+    };
     let stack = match stack {
         Ok(s) => s,
         Err(e) => {
@@ -222,18 +233,13 @@ where
     // The runtime is stored type-erased; `sched` reads it back as a
     // `TaskControl`.
     unsafe { t.init(ptr::from_ref(control).cast(), size, name) };
-    if size == control.stacks.default_size() && PendingBody::fits::<B>() {
-        // The common case: keep the body in the meta and the stack reserved
-        // but untouched; the first run binds them (`TaskGroup::bind`), on
-        // the stack its worker's last task just gave back.
+    if pending {
         // SAFETY: nobody else sees the slot yet. The caller's promise about
         // what `body` borrows covers its stay in the meta.
         unsafe {
             t.body_mut().put(body);
             *t.reserved_mut() = Some(stack);
         }
-        // (A `Builder::stack_size` that rounds to the default size also
-        // comes here: the stack is the same.)
     } else {
         // SAFETY: nobody else sees the slot yet, and the caller promises
         // that what `body` borrows outlives the task.

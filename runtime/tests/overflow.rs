@@ -46,11 +46,43 @@ fn an_overflowing_task_is_reported_by_its_name() {
     );
 }
 
+/// Stacks are mapped a slab at a time, and each gets its guard page when a
+/// task first runs on it: a task on a stack deep in a later slab (past the
+/// stacks of 100 tasks that started and wait) is caught as well.
+#[test]
+fn an_overflow_deep_in_a_slab_of_stacks_is_caught() {
+    if std::env::var_os(CHILD).is_some() {
+        let gate = Arc::new(common::Gate::new());
+        let waiting: Vec<_> = (0..100)
+            .map(|_| {
+                let g = gate.clone();
+                move || g.pass()
+            })
+            .collect();
+        overflow_a_task_after(spindle::task::Builder::new(), waiting);
+    }
+    assert_child_reports_an_overflow_and_aborts(
+        "an_overflow_deep_in_a_slab_of_stacks_is_caught",
+        "",
+    );
+}
+
 /// In the child: spawns a task with `builder` that overflows its stack once
 /// the parent has been told which task it is; never returns.
 fn overflow_a_task(builder: spindle::task::Builder) -> ! {
+    overflow_a_task_after(builder, Vec::<fn()>::new())
+}
+
+/// [`overflow_a_task`], after spawning `first` and letting each of them
+/// start (they hold their stacks while they wait).
+fn overflow_a_task_after(
+    builder: spindle::task::Builder,
+    first: Vec<impl FnOnce() + Send + 'static>,
+) -> ! {
     let rt = spindle::Runtime::builder().workers(1).build().unwrap();
     rt.block_on(|| {
+        let _first: Vec<_> = first.into_iter().map(spindle::spawn).collect();
+        spindle::yield_now();
         let named = Arc::new(AtomicBool::new(false));
         let go = named.clone();
         let h = builder

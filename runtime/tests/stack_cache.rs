@@ -36,6 +36,9 @@ fn a_thread_spawning_into_another_runtime_gives_its_stacks_back() {
     let a = Runtime::builder().workers(1).build().unwrap();
     let b = Runtime::builder().workers(1).build().unwrap();
     fill_pool(&a, 1000);
+    // Whatever this thread still holds of `a`'s stacks (the rest of a
+    // freshly mapped slab) goes back to `a`'s pool when it spawns into `b`.
+    b.spawn(|| ()).join().unwrap();
     let pooled = a.stats().pooled_stacks;
     assert!(pooled > 100, "the burst filled a's pool: {pooled}");
     // This thread's first spawn into `a` takes a batch; one stack of it

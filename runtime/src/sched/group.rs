@@ -645,7 +645,9 @@ impl TaskGroup {
         if t.home() == NO_HOME {
             t.set_home(self.index);
             self.started.add(t);
-            self.bind(t);
+            if !self.bind(t) {
+                return;
+            }
         }
         debug_assert_eq!(t.home(), self.index, "a started task left its worker");
         self.forget_sleep_of(t);
@@ -707,13 +709,16 @@ impl TaskGroup {
     /// burst of short tasks runs on a few hot stacks however far the runner
     /// falls behind. (Children that block keep their stacks: the next one
     /// then gets the untouched reserved stack, no worse than binding at
-    /// spawn.)
-    fn bind(&self, t: TaskRef) {
+    /// spawn.) The stack gets its guard here if it has none yet
+    /// (`TaskStack::guard`); if the kernel cannot install one (out of
+    /// memory for page tables), the task is cancelled without running, and
+    /// this returns false.
+    fn bind(&self, t: TaskRef) -> bool {
         // SAFETY: we are about to run `t`: we own it and its meta's fields.
         let Some(reserved) = (unsafe { t.reserved_mut().take() }) else {
-            return; // bound at spawn (a large body or a stack size of its own)
+            return true; // bound at spawn (a large body or a stack size of its own)
         };
-        let stack = {
+        let mut stack = {
             let mut cache = self.stacks.borrow_mut();
             match cache.pop() {
                 Some(hot) => {
@@ -723,8 +728,22 @@ impl TaskGroup {
                 None => reserved,
             }
         };
+        if let Err(error) = stack.guard() {
+            tracing::error!(
+                task = %t.id(),
+                %error,
+                "cannot install the guard page of a task's stack: the task is \
+                 cancelled without running"
+            );
+            self.started.remove(t);
+            // SAFETY: as above; `cancel` gives the stack back.
+            unsafe { *t.reserved_mut() = Some(stack) };
+            self.cancel(t, false);
+            return false;
+        }
         // SAFETY: as above; the reserved stack means the body is pending.
         unsafe { meta::bind(t, stack) };
+        true
     }
 
     /// A task returned: recycle its stack, publish its end, drop its ref.

@@ -1,41 +1,45 @@
-//! Task stacks: mmap'd once, with a guard page, then reused.
+//! Task stacks: mapped a slab at a time, guarded when first run on, reused.
 //!
-//! A stack is a [`TaskStack`]: an anonymous mapping whose lowest page is a
-//! guard, so an overflow faults instead of corrupting memory. The guard is a
-//! guard region where the kernel has them (one mapping per stack, merged
-//! with its neighbours), else a `PROT_NONE` page (two mappings); see
-//! [`TaskStack`]. A new stack still costs an mmap, an madvise and the first
-//! page fault, several microseconds, and unmapping one more (25 µs on a
-//! 2-vCPU VM when another thread of the process runs: a TLB shoot-down), so
-//! finished tasks give their stack back for reuse: to their worker's
+//! A stack is a [`TaskStack`]: a range of a [`Slab`], one anonymous mapping
+//! of [`BATCH`] stacks side by side, whose lowest page is a guard, so an
+//! overflow faults instead of corrupting its neighbour. A new stack costs
+//! no syscall of its own: a slab is one `mmap` for a batch, nothing in it is
+//! touched, and a stack's guard (a guard region where the kernel has them,
+//! else a `PROT_NONE` page; see [`TaskStack`]) is installed by the worker
+//! that first runs a task on it, which then takes its first page fault. So
+//! a stack that a spawn reserves but that never runs (its task ran on a
+//! stack its worker had at hand) costs address space and nothing else.
+//!
+//! Finished tasks give their stack back for reuse: to their worker's
 //! private cache (no lock), which trades with a shared pool in batches of
-//! [`BATCH`] (one lock per batch). Spawn takes in the same order and maps a
-//! new stack only when both are empty. So after a burst of tasks, the next
+//! [`BATCH`] (one lock per batch). Spawn takes in the same order and maps
+//! a slab only when both are empty. So after a burst of tasks, the next
 //! burst of the same size maps nothing. A pooled stack keeps the pages its
 //! last task touched (usually one or two), as bthread's do.
 //!
 //! The shared pools of all runtimes aim to keep at most a quarter of
-//! `vm.max_map_count` idle stacks (half the mappings where each stack is
-//! two). Idle stacks keep the pages their last tasks touched: one or two
-//! each for most tasks, all of a deep task's. Above that limit, what stayed
-//! idle through a whole [`RELEASE_PERIOD`] (so for one to two periods) is
-//! surplus: the runtime's periodic housekeeping (`sched/watchdog.rs`) marks it,
-//! and workers with nothing to run unmap it, [`RELEASE_CHUNK`] stacks at a
-//! time, looking for work between chunks. So with guard regions the end of
-//! a burst costs no syscalls, up to a ceiling of twice the limit; past the
-//! ceiling (the limit itself without guard regions, where each idle stack
-//! holds two mappings), a stack given back makes its pool unmap its coldest
-//! one at once. So the pools stay bounded even if no worker ever idles. The
-//! limits are process-wide counts read under each pool's own lock, so
-//! concurrent pools may overshoot them by a batch. A mapping that fails for
-//! want of memory or mappings makes its runtime's pool unmap its idle
-//! stacks, and is tried once more (with merged stacks, unmapping one may
-//! itself need a mapping: see `TaskStack`'s `Drop`).
+//! `vm.max_map_count` idle stacks (16 382 with the kernel's default; where
+//! each stack is two mappings, half the process's mappings). Above that
+//! limit, what stayed idle through a whole [`RELEASE_PERIOD`] (so for one
+//! to two periods) is surplus: the runtime's periodic housekeeping
+//! (`sched/watchdog.rs`) marks it, and workers with nothing to run drop it,
+//! [`RELEASE_CHUNK`] stacks at a time, looking for work between chunks.
+//! Past a ceiling (twice the limit with guard regions, the limit itself
+//! without), a batch given back makes its pool drop as many of its coldest
+//! stacks at once, so the pools stay bounded even if no worker ever idles.
+//! Dropping stacks never unmaps one stack: their pages go back with one
+//! `MADV_DONTNEED` call per batch (`process_madvise`), and a slab is
+//! unmapped whole when its last stack is dropped. The limits are
+//! process-wide counts read under each pool's own lock, so concurrent pools
+//! may overshoot them by a batch. A mapping that fails for want of memory
+//! or mappings makes its runtime's pool drop its idle stacks, and is tried
+//! once more.
 //!
 //! A failed mapping is an error returned by spawn; a task never runs on a
 //! worker's own stack (brpc #1648). Sizes are rounded up to whole pages;
 //! stacks of the runtime's default size are pooled, and a task that asks
-//! for another size gets a fresh mapping, unmapped when it ends.
+//! for another size gets a mapping of its own, guarded at spawn and
+//! unmapped when it ends.
 
 pub(crate) mod overflow;
 
@@ -64,12 +68,12 @@ pub(crate) const BATCH: usize = 64;
 #[cfg_attr(loom, allow(dead_code))]
 const POOL_SHARE_OF_MAP_COUNT: usize = 4;
 /// Idle stacks beyond the limit that no spawn needed for this long are
-/// unmapped.
+/// dropped.
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) const RELEASE_PERIOD: Duration = Duration::from_secs(1);
-/// Stacks an idle worker unmaps before it looks for work again: at most
-/// about 0.2 ms of munmaps (25 µs each when another thread runs).
-pub(crate) const RELEASE_CHUNK: usize = 8;
+/// Stacks an idle worker drops before it looks for work again: one
+/// `process_madvise` call (about 1 µs per stack that holds pages).
+pub(crate) const RELEASE_CHUNK: usize = 64;
 
 /// What the stacks of all runtimes amount to, counted process-wide.
 struct PoolCounts {
@@ -107,8 +111,8 @@ fn shared_pool_limit() -> usize {
     })
 }
 
-/// The most idle stacks the shared pools ever hold: beyond this, a stack
-/// given back is unmapped at once (the coldest one). With guard regions
+/// The most idle stacks the shared pools ever hold: beyond this, stacks
+/// given back make as many of the coldest ones drop at once. With guard regions
 /// twice the limit, which leaves room for a burst's surplus to wait for its
 /// release; without, the limit itself, because each idle stack then holds
 /// two of the process's mappings.
@@ -137,8 +141,8 @@ pub(crate) const MAX_STACK_SIZE: usize = 1 << 40;
 /// a time, so that a thread spawning many tasks takes the pool's lock once
 /// per batch. Plain threads never give stacks back (tasks end on workers),
 /// so this holds at most one batch. When the thread spawns into another
-/// runtime, the batch goes back to its pool's shelf (it is unmapped if that
-/// runtime is gone); when the thread ends, it is unmapped.
+/// runtime, the batch goes back to its pool's shelf (it is dropped if that
+/// runtime is gone); when the thread ends, it is dropped.
 struct ThreadStacks {
     pool: u64,
     owner: Weak<Mutex<Shelf>>,
@@ -181,11 +185,12 @@ struct Shelf {
 }
 
 /// A shelf outlives its pool only in a thread cache's brief upgrade of its
-/// `Weak` (`take_for_thread`): whatever that put on it is unmapped here, and
+/// `Weak` (`take_for_thread`): whatever that put on it is dropped here, and
 /// uncounted.
 impl Drop for Shelf {
     fn drop(&mut self) {
-        drop(self.pop_front(usize::MAX));
+        let idle: Vec<TaskStack> = self.pop_front(usize::MAX).collect();
+        drop_stacks(idle);
     }
 }
 
@@ -210,7 +215,7 @@ impl Shelf {
         self.stacks.drain(at..)
     }
 
-    /// Takes up to `n` of the stacks idle longest (to unmap them).
+    /// Takes up to `n` of the stacks idle longest (to drop them).
     fn pop_front(&mut self, n: usize) -> std::collections::vec_deque::Drain<'_, TaskStack> {
         let n = n.min(self.stacks.len());
         self.set_release(self.release.saturating_sub(n));
@@ -305,27 +310,37 @@ impl StackPool {
         size: usize,
         local: Option<&mut Vec<TaskStack>>,
     ) -> io::Result<TaskStack> {
-        if size == self.size {
-            match local {
-                Some(l) => {
-                    if l.is_empty() {
-                        l.extend(self.lock().pop_back(BATCH));
-                    }
-                    if let Some(s) = l.pop() {
-                        return Ok(s);
-                    }
+        if size != self.size {
+            return self.retry_out_of_memory(|| map(size));
+        }
+        match local {
+            Some(l) => {
+                if l.is_empty() {
+                    l.extend(self.lock().pop_back(BATCH));
                 }
-                None => {
-                    if let Some(s) = self.lock().pop_back(1).next() {
-                        return Ok(s);
-                    }
+                if l.is_empty() {
+                    self.retry_out_of_memory(|| map_slab(size, BATCH, false, l))?;
                 }
+                Ok(l.pop().expect("a refilled cache"))
+            }
+            None => {
+                if let Some(s) = self.lock().pop_back(1).next() {
+                    return Ok(s);
+                }
+                let mut slab = Vec::with_capacity(BATCH);
+                self.retry_out_of_memory(|| map_slab(size, BATCH, false, &mut slab))?;
+                let s = slab.pop().expect("a slab of stacks");
+                self.shelve(slab);
+                Ok(s)
             }
         }
-        match map(size) {
-            // Out of mappings (or memory): give back our idle stacks and try
-            // once more before failing the spawn.
-            Err(e) if e.kind() == io::ErrorKind::OutOfMemory && self.trim() > 0 => map(size),
+    }
+
+    /// Runs `map`; if it fails for want of mappings (or memory), gives back
+    /// our idle stacks and tries once more before failing the spawn.
+    fn retry_out_of_memory<T>(&self, mut map: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+        match map() {
+            Err(e) if e.kind() == io::ErrorKind::OutOfMemory && self.trim() > 0 => map(),
             r => r,
         }
     }
@@ -366,7 +381,9 @@ impl StackPool {
     /// Unmaps every idle stack of the shared pool; returns how many.
     pub(crate) fn trim(&self) -> usize {
         let idle = self.lock().pop_back(usize::MAX).collect::<Vec<_>>();
-        idle.len()
+        let n = idle.len();
+        drop_stacks(idle);
+        n
     }
 
     /// Gives back a stack of `size` bytes.
@@ -386,7 +403,7 @@ impl StackPool {
         }
     }
 
-    /// Puts `stacks` on the shelf; unmaps the coldest ones beyond the
+    /// Puts `stacks` on the shelf; drops the coldest ones beyond the
     /// ceiling.
     fn shelve(&self, stacks: impl IntoIterator<Item = TaskStack>) {
         shelve(&self.shared, stacks)
@@ -395,7 +412,7 @@ impl StackPool {
     /// Housekeeping, called periodically (more often than
     /// [`RELEASE_PERIOD`]). At the end of each period, marks for release
     /// the idle stacks beyond the limit that no spawn needed during it.
-    /// Returns whether some are marked: idle workers unmap them
+    /// Returns whether some are marked: idle workers drop them
     /// ([`release_some`](Self::release_some)).
     #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn tick(&self, now: Instant) -> bool {
@@ -410,7 +427,7 @@ impl StackPool {
 
     /// Unmaps up to [`RELEASE_CHUNK`] of the stacks marked for release, and
     /// never so many that the pools fall below their limit (other pools may
-    /// have been drawn from since the marking); returns whether it unmapped
+    /// have been drawn from since the marking); returns whether it dropped
     /// any.
     pub(crate) fn release_some(&self) -> bool {
         self.release_above(shared_pool_limit())
@@ -431,7 +448,7 @@ impl StackPool {
             }
             shelf.pop_front(n).collect()
         };
-        drop(chunk); // unmapped, outside the lock
+        drop_stacks(chunk); // outside the lock
         true
     }
 
@@ -445,7 +462,7 @@ impl StackPool {
     }
 }
 
-/// Puts `stacks` on `shelf`; unmaps the coldest ones beyond the ceiling.
+/// Puts `stacks` on `shelf`; drops the coldest ones beyond the ceiling.
 fn shelve(shelf: &Mutex<Shelf>, stacks: impl IntoIterator<Item = TaskStack>) {
     let over: Vec<TaskStack> = {
         let mut shelf = crate::loom::lock(shelf);
@@ -456,7 +473,7 @@ fn shelve(shelf: &Mutex<Shelf>, stacks: impl IntoIterator<Item = TaskStack>) {
             .saturating_sub(shared_pool_ceiling());
         shelf.pop_front(over).collect()
     };
-    drop(over); // unmapped, outside the lock
+    drop_stacks(over); // outside the lock
 }
 
 impl Drop for StackPool {
@@ -488,37 +505,84 @@ pub(crate) fn check_size(size: usize) -> io::Result<usize> {
     Ok(size.max(MIN_STACK_SIZE).next_multiple_of(page))
 }
 
-/// A task stack: an anonymous read-write mapping whose lowest page is a
-/// guard. The guard is a *guard region* (`MADV_GUARD_INSTALL`, Linux 6.13):
-/// a marker in the page tables that makes any access fault, without a
-/// mapping of its own. So a stack is one mapping, and the kernel merges the
-/// mappings of stacks made one after another into one: a hundred thousand
-/// stacks take a handful of the process's `vm.max_map_count` mappings, not
-/// two hundred thousand, and making one costs an mmap and an madvise instead
-/// of an mmap and an mprotect that splits a mapping. Where guard regions are
-/// missing (older kernels, some sandboxes) or refused for one mapping (a
-/// locked one, under `mlockall`), the guard is a `PROT_NONE` page
-/// (`mprotect`), as in corosensei's `DefaultStack`: two mappings per stack.
-///
-/// Stacks are mapped with `MAP_STACK`, which (since Linux 6.7) keeps
-/// transparent huge pages of every size off them: merged, they would
-/// otherwise be candidates for 2 MiB pages. The guard page is part of the
-/// writable mapping, so it counts against the commit limit (one page per
-/// stack more than `DefaultStack`, which only matters under
-/// `vm.overcommit_memory = 2`).
-pub(crate) struct TaskStack {
-    /// The top of the stack (the end of the mapping).
-    top: StackPointer,
-    /// The length of the mapping, guard included.
+/// One anonymous mapping that holds [`BATCH`] stacks of one size (or one
+/// stack of a size of its own), side by side. Mapping stacks a batch at a
+/// time costs one `mmap` and one guard call per batch instead of per stack,
+/// and the kernel merges slabs made one after another into one mapping. A
+/// slab is unmapped whole, when its last stack is dropped; a stack dropped
+/// before that gives its pages back with `MADV_DONTNEED` (see `TaskStack`'s
+/// `Drop`), so what a slab keeps is address space, not memory.
+struct Slab {
+    start: usize,
     len: usize,
+}
+
+impl Drop for Slab {
+    fn drop(&mut self) {
+        let start = self.start as *mut libc::c_void;
+        // SAFETY: `[start, start + len)` is our mapping, and every stack in
+        // it is gone (each held the `Arc` this is the last of).
+        if unsafe { libc::munmap(start, self.len) } == 0 {
+            return;
+        }
+        // Unmapping a slab in the middle of a merged mapping splits it,
+        // which fails at the process's mapping limit. Give the memory back
+        // and leave the address range (and its guards) mapped: a leak of
+        // address space, not of memory.
+        let error = io::Error::last_os_error();
+        // SAFETY: as above; the pages are dropped, the mapping stays ours.
+        unsafe { libc::madvise(start, self.len, libc::MADV_DONTNEED) };
+        if counts().unmap_failures.fetch_add(1, Relaxed) == 0 {
+            tracing::warn!(
+                %error,
+                "could not unmap task stacks (their memory is given back, their \
+                 address range is kept); further failures are not logged"
+            );
+        }
+    }
+}
+
+/// A task stack: a range of a [`Slab`] whose lowest page is a guard. The
+/// guard is a *guard region* (`MADV_GUARD_INSTALL`, Linux 6.13): a marker in
+/// the page tables that makes any access fault, without a mapping of its
+/// own. So a slab of stacks is one mapping, merged with its neighbours: a
+/// million stacks take a few hundred of the process's `vm.max_map_count`
+/// mappings. The guards of a slab are installed with one `process_madvise`
+/// call where the kernel takes that advice there (6.13 and later), else
+/// with one `madvise` per stack. Where guard regions are missing (older
+/// kernels, some sandboxes) or refused for one mapping (a locked one, under
+/// `mlockall`), the guard is a `PROT_NONE` page (`mprotect`), as in
+/// corosensei's `DefaultStack`: two mappings per stack.
+///
+/// Slabs are mapped with `MAP_STACK`, which (since Linux 6.7) keeps
+/// transparent huge pages of every size off them: merged, they would
+/// otherwise be candidates for 2 MiB pages. Nothing is touched when a slab
+/// is made: a stack's first page fault happens on the worker that first
+/// runs a task on it. The guard page is part of the writable mapping, so it
+/// counts against the commit limit (one page per stack more than
+/// `DefaultStack`, which only matters under `vm.overcommit_memory = 2`).
+pub(crate) struct TaskStack {
+    /// The top of the stack (the end of its range).
+    top: StackPointer,
+    /// The length of the range, guard included.
+    len: usize,
+    /// The mapping the range belongs to.
+    slab: Arc<Slab>,
+    /// Whether the guard is in place ([`TaskStack::guard`]); an unguarded
+    /// stack has never been run on, so it has no pages.
+    guarded: bool,
+    /// Whether the range's pages were given back already (by
+    /// [`drop_stacks`]).
+    hollow: bool,
     valgrind: ManuallyDrop<ValgrindStackRegistration>,
 }
 
 // SAFETY: `top` is page-aligned (so aligned to STACK_ALIGNMENT), `limit` is
-// the start of the mapping and so includes the guard page, which faults on
+// the start of the range and so includes the guard page, which faults on
 // any access; between them are at least MIN_STACK_SIZE (16 KiB) writable
-// bytes (`map` maps `size.max(MIN_STACK_SIZE)`), more than corosensei's
-// minimum.
+// bytes (`map_slab` gives each stack `size.max(MIN_STACK_SIZE)`), more than
+// corosensei's minimum. The slab (the mapping) lives as long as the stack,
+// which holds an `Arc` to it.
 unsafe impl Stack for TaskStack {
     #[inline]
     fn base(&self) -> StackPointer {
@@ -531,32 +595,78 @@ unsafe impl Stack for TaskStack {
     }
 }
 
-impl Drop for TaskStack {
-    fn drop(&mut self) {
-        // SAFETY: registered in `map`, dropped once, here.
-        unsafe { ManuallyDrop::drop(&mut self.valgrind) };
-        let start = (self.top.get() - self.len) as *mut libc::c_void;
-        // SAFETY: `[start, start + len)` is our mapping; nothing runs on it
-        // any more (a stack is dropped only with its coroutine finished or
-        // unwound, or unused).
-        if unsafe { libc::munmap(start, self.len) } == 0 {
-            return;
-        }
-        // Unmapping a stack in the middle of a merged mapping splits it,
-        // which fails at the process's mapping limit. Give the memory back
-        // and leave the address range (and its guard) mapped: a leak of
-        // address space, not of memory.
-        // SAFETY: as above; the pages are dropped, the mapping stays ours.
-        unsafe { libc::madvise(start, self.len, libc::MADV_DONTNEED) };
-        if counts().unmap_failures.fetch_add(1, Relaxed) == 0 {
-            tracing::warn!(
-                error = %io::Error::last_os_error(),
-                "could not unmap a task stack (its memory is given back, its \
-                 address range is kept); further failures are not logged"
-            );
-        }
+impl TaskStack {
+    fn start(&self) -> *mut libc::c_void {
+        (self.top.get() - self.len) as *mut libc::c_void
+    }
+
+    /// Whether the guard is in place: anything may run on the stack.
+    pub(crate) fn is_guarded(&self) -> bool {
+        self.guarded
+    }
+
+    /// Whether the stack may hold pages: it has been run on, and they were
+    /// not given back since.
+    fn holds_pages(&self) -> bool {
+        self.guarded && !self.hollow
     }
 }
+
+impl Drop for TaskStack {
+    fn drop(&mut self) {
+        // SAFETY: registered in `map_slab`, dropped once, here.
+        unsafe { ManuallyDrop::drop(&mut self.valgrind) };
+        // No pages (never run on, or given back already), or the last
+        // stack of its slab: the slab's own drop unmaps it all.
+        if !self.holds_pages() || Arc::strong_count(&self.slab) == 1 {
+            return;
+        }
+        // SAFETY: the range is ours and nothing runs on it any more (a
+        // stack is dropped only with its coroutine finished or unwound, or
+        // unused); the advice drops its pages, the guard stays.
+        unsafe { libc::madvise(self.start(), self.len, libc::MADV_DONTNEED) };
+    }
+}
+
+/// Drops `stacks`, giving back their pages with one `process_madvise` call
+/// per [`IOV_BATCH`] instead of one `madvise` each: so one TLB flush per
+/// batch, not per stack. Slabs left with no stack are unmapped whole; their
+/// stacks' pages are not advised first.
+fn drop_stacks(stacks: impl IntoIterator<Item = TaskStack>) {
+    let mut stacks = stacks.into_iter().peekable();
+    while stacks.peek().is_some() {
+        let mut batch: Vec<TaskStack> = stacks.by_ref().take(IOV_BATCH).collect();
+        // Grouped by slab: a group that holds every stack left of its slab
+        // goes with the slab's unmapping.
+        batch.sort_unstable_by_key(|s| s.slab.start);
+        let mut ranges = Vec::with_capacity(batch.len());
+        for group in batch.chunk_by_mut(|a, b| Arc::ptr_eq(&a.slab, &b.slab)) {
+            if Arc::strong_count(&group[0].slab) == group.len() {
+                // Unmapped with the last of them.
+                group.iter_mut().for_each(|s| s.hollow = true);
+                continue;
+            }
+            ranges.extend(
+                group
+                    .iter()
+                    .filter(|s| s.holds_pages())
+                    .map(|s| libc::iovec {
+                        iov_base: s.start(),
+                        iov_len: s.len,
+                    }),
+            );
+        }
+        // SAFETY: the ranges are ours and unused (see `TaskStack`'s `Drop`).
+        if unsafe { advise_all(&ranges, libc::MADV_DONTNEED) } {
+            batch.iter_mut().for_each(|s| s.hollow = true);
+        }
+        drop(batch);
+    }
+}
+
+/// The most ranges given to one `process_madvise` call (the kernel's
+/// `IOV_MAX`, 1024, allows more).
+const IOV_BATCH: usize = 256;
 
 impl std::fmt::Debug for TaskStack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -570,10 +680,12 @@ impl std::fmt::Debug for TaskStack {
 /// `madvise` advice that installs a guard region (Linux 6.13; not in libc
 /// yet).
 const MADV_GUARD_INSTALL: libc::c_int = 102;
+/// The pidfd that names the calling process (Linux 6.15; not in libc yet).
+const PIDFD_SELF: libc::c_int = -10_000;
 
 /// Whether task stacks get their guard page as a guard region
-/// (`MADV_GUARD_INSTALL`, Linux 6.13): then a stack is one memory mapping,
-/// merged with its neighbours, and many tasks do not need a raised
+/// (`MADV_GUARD_INSTALL`, Linux 6.13): then a slab of stacks is one memory
+/// mapping, merged with its neighbours, and many tasks do not need a raised
 /// `vm.max_map_count`; else each stack is two mappings. Tried once, on a
 /// scratch page: anything but success means no (EINVAL from an older
 /// kernel, EPERM or ENOSYS from a sandbox, ...).
@@ -601,13 +713,97 @@ pub fn stack_guard_regions() -> bool {
     })
 }
 
+/// Whether `process_madvise` on the calling process takes any advice
+/// (Linux 6.13, with `PIDFD_SELF` from 6.15): then the guards of a slab, and
+/// the pages of a batch of dropped stacks, cost one call. Tried once.
+fn vectored_advice() -> bool {
+    static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SUPPORTED.get_or_init(|| {
+        let page = page_size();
+        // SAFETY: a fresh private page of our own, advised, then unmapped.
+        unsafe {
+            let p = libc::mmap(
+                ptr::null_mut(),
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                return false;
+            }
+            let range = libc::iovec {
+                iov_base: p,
+                iov_len: page,
+            };
+            let advised = libc::syscall(
+                libc::SYS_process_madvise,
+                PIDFD_SELF,
+                &range,
+                1usize,
+                libc::MADV_DONTNEED,
+                0u32,
+            );
+            libc::munmap(p, page);
+            advised == page as libc::c_long
+        }
+    })
+}
+
+/// Gives `advice` for every range, with `process_madvise` where the kernel
+/// takes it there, else one `madvise` each; returns whether every range
+/// took it.
+///
+/// # Safety
+/// The ranges are page-aligned parts of mappings of ours that the advice
+/// may act on (nothing runs on them; their pages may be dropped).
+unsafe fn advise_all(ranges: &[libc::iovec], advice: libc::c_int) -> bool {
+    if ranges.is_empty() {
+        return true;
+    }
+    if vectored_advice() {
+        return ranges.chunks(IOV_BATCH).all(|chunk| {
+            let total: usize = chunk.iter().map(|r| r.iov_len).sum();
+            // SAFETY: the caller's promise, for each range; the kernel reads
+            // `chunk.len()` iovecs from the slice.
+            let advised = unsafe {
+                libc::syscall(
+                    libc::SYS_process_madvise,
+                    PIDFD_SELF,
+                    chunk.as_ptr(),
+                    chunk.len(),
+                    advice,
+                    0u32,
+                )
+            };
+            // Refused part-way: one range at a time, for the error.
+            // SAFETY: the caller's promise; advising twice is harmless.
+            advised == total as libc::c_long || unsafe { advise_each(chunk, advice) }
+        });
+    }
+    // SAFETY: the caller's promise.
+    unsafe { advise_each(ranges, advice) }
+}
+
+/// [`advise_all`] with one `madvise` per range.
+///
+/// # Safety
+/// As for [`advise_all`].
+unsafe fn advise_each(ranges: &[libc::iovec], advice: libc::c_int) -> bool {
+    ranges.iter().all(|r| {
+        // SAFETY: the caller's promise.
+        unsafe { libc::madvise(r.iov_base, r.iov_len, advice) == 0 }
+    })
+}
+
 /// Makes the page at `page` fault on any access.
 ///
 /// # Safety
-/// `page` is the first page of a mapping of ours that nothing uses yet.
+/// `page` is the first page of a stack's range that nothing uses yet.
 unsafe fn install_guard(page: *mut libc::c_void) -> io::Result<()> {
     if stack_guard_regions() {
-        // SAFETY: the caller's mapping; the advice touches only its page
+        // SAFETY: the caller's range; the advice touches only its page
         // tables.
         if unsafe { libc::madvise(page, page_size(), MADV_GUARD_INSTALL) } == 0 {
             return Ok(());
@@ -627,10 +823,35 @@ unsafe fn install_guard(page: *mut libc::c_void) -> io::Result<()> {
     }
 }
 
-/// Maps a new stack with at least `size` usable bytes.
-fn map(size: usize) -> io::Result<TaskStack> {
+impl TaskStack {
+    /// Installs the stack's guard if it has none yet; a stack is guarded
+    /// before anything runs on it. A slab's stacks get their guards when
+    /// they are first needed where the kernel has guard regions (so a
+    /// stack reserved by a spawn but never run costs no syscall), and when
+    /// the slab is mapped otherwise (where the guard is a mapping of its
+    /// own, which can run out: spawn reports that).
+    pub(crate) fn guard(&mut self) -> io::Result<()> {
+        if self.guarded {
+            return Ok(());
+        }
+        // SAFETY: the first page of our range, on which nothing runs yet.
+        unsafe { install_guard(self.start()) }?;
+        self.guarded = true;
+        Ok(())
+    }
+}
+
+/// Maps a slab of `count` stacks with at least `size` usable bytes each,
+/// into `out`; guarded at once if `guard_now` or where the kernel has no
+/// guard regions, else when first needed ([`TaskStack::guard`]).
+fn map_slab(
+    size: usize,
+    count: usize,
+    guard_now: bool,
+    out: &mut impl Extend<TaskStack>,
+) -> io::Result<()> {
     debug_assert!(
-        (MIN_STACK_SIZE..=MAX_STACK_SIZE).contains(&size),
+        (MIN_STACK_SIZE..=MAX_STACK_SIZE).contains(&size) && count > 0,
         "stack sizes go through check_size"
     );
     let size = size.max(MIN_STACK_SIZE);
@@ -641,16 +862,19 @@ fn map(size: usize) -> io::Result<TaskStack> {
             format!("cannot map a task stack of {size} bytes: {e}"),
         )
     };
-    // The usable part rounded up to pages, plus the guard page.
+    // Each stack's usable part rounded up to pages, plus its guard page.
     let len = size
         .checked_add(2 * page - 1)
         .map(|l| l & !(page - 1))
+        .ok_or_else(|| annotate(io::ErrorKind::InvalidInput.into()))?;
+    let total = len
+        .checked_mul(count)
         .ok_or_else(|| annotate(io::ErrorKind::InvalidInput.into()))?;
     // SAFETY: a fresh anonymous mapping at an address of the kernel's choice.
     let start = unsafe {
         libc::mmap(
             ptr::null_mut(),
-            len,
+            total,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
             -1,
@@ -660,23 +884,40 @@ fn map(size: usize) -> io::Result<TaskStack> {
     if start == libc::MAP_FAILED {
         return Err(annotate(io::Error::last_os_error()));
     }
-    // From here on, dropping `stack` unmaps it.
-    let stack = TaskStack {
-        top: StackPointer::new(start as usize + len).expect("a mapping does not end at 0"),
-        len,
-        valgrind: ManuallyDrop::new(ValgrindStackRegistration::new(start.cast(), len)),
-    };
-    // SAFETY: `start` is the first page of our fresh mapping.
-    unsafe { install_guard(start) }.map_err(annotate)?;
-    // Fault the top page in now, on the thread that mapped it. Its first
-    // run may be on another worker (tasks bind to a stack at first run), and
-    // a page fault there would contend with this thread's next mappings for
-    // the process's memory-map lock.
-    let top = stack.top.get() as *mut u8;
-    // SAFETY: the byte below the top of a fresh mapping of at least
-    // MIN_STACK_SIZE + a page is ours, writable, and unused.
-    unsafe { top.sub(1).write_volatile(0) };
-    Ok(stack)
+    // From here on, dropping `slab` unmaps it.
+    let slab = Arc::new(Slab {
+        start: start as usize,
+        len: total,
+    });
+    let mut stacks = (0..count).map(|i| {
+        let lo = slab.start + i * len;
+        TaskStack {
+            top: StackPointer::new(lo + len).expect("a mapping does not end at 0"),
+            len,
+            slab: Arc::clone(&slab),
+            guarded: false,
+            hollow: false,
+            valgrind: ManuallyDrop::new(ValgrindStackRegistration::new(lo as *mut u8, len)),
+        }
+    });
+    if guard_now || !stack_guard_regions() {
+        let guarded = stacks
+            .map(|mut s| s.guard().map(|()| s))
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(annotate)?;
+        out.extend(guarded);
+    } else {
+        out.extend(stacks.by_ref());
+    }
+    Ok(())
+}
+
+/// Maps one guarded stack with at least `size` usable bytes (a slab of
+/// one).
+fn map(size: usize) -> io::Result<TaskStack> {
+    let mut one = Vec::with_capacity(1);
+    map_slab(size, 1, true, &mut one)?;
+    Ok(one.pop().expect("a slab of one"))
 }
 
 #[cfg(all(test, not(loom)))]
