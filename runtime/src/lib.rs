@@ -92,7 +92,7 @@ mod time;
 pub use error::{JoinError, NoSuchTask, SetWorkersError, SleepError, WaitError};
 pub use id::TaskId;
 pub use runtime::{global_runtime, Builder, Runtime, RuntimeStats, DEFAULT_STACK_SIZE};
-pub use stack::stack_guard_regions;
+pub use stack::{stack_guard_regions, MIN_STACK_SIZE};
 pub use task::{current, spawn, spawn_urgent, yield_now, JoinHandle};
 pub use time::{
     current_deadline, interrupt, is_stopped, sleep, sleep_until, stop, usleep, with_deadline,

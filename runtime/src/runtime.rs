@@ -88,9 +88,10 @@ impl Builder {
     }
 
     /// The default stack size of this runtime's tasks, in bytes, rounded up
-    /// to whole pages. Smaller sizes are rounded up to 16 KiB (64 KiB in a
-    /// debug build of spindle, whose frames are larger); over 1 TiB, `build`
-    /// fails.
+    /// to whole pages. Below [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE)
+    /// (16 KiB) or over 1 TiB, `build` fails with `InvalidInput`, and a size
+    /// that cannot be mapped fails it too. A debug build of spindle, whose
+    /// frames are larger, rounds sizes below 64 KiB up to 64 KiB.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = bytes;
         self

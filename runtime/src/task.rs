@@ -48,11 +48,13 @@ impl Builder {
         self
     }
 
-    /// The task's stack size in bytes. Smaller sizes are rounded up to 16
-    /// KiB (64 KiB in a debug build of spindle); over 1 TiB, `spawn` fails
-    /// with `InvalidInput`. Sizes are rounded up to whole pages; stacks of
-    /// the runtime's default size (after rounding) are pooled, others are
-    /// mapped for this task and unmapped when it ends.
+    /// The task's stack size in bytes. Below
+    /// [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE) (16 KiB) or over 1 TiB,
+    /// `spawn` fails with `InvalidInput`; a size that cannot be mapped fails
+    /// it with the mapping's error. Sizes are rounded up to whole pages (and
+    /// to 64 KiB in a debug build of spindle); stacks of the runtime's
+    /// default size (after rounding) are pooled, others are mapped for this
+    /// task and unmapped when it ends.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
         self

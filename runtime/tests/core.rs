@@ -364,6 +364,20 @@ fn bad_builder_values_are_errors() {
     assert!(Runtime::builder().workers(0).build().is_err());
     assert!(Runtime::builder().workers(1 << 20).build().is_err());
     assert!(Runtime::builder().stack_size(usize::MAX).build().is_err());
+    // Too small a stack is refused, not rounded up.
+    for size in [0, 1, spindle::MIN_STACK_SIZE - 1] {
+        let e = Runtime::builder().stack_size(size).build().err();
+        assert_eq!(
+            e.map(|e| e.kind()),
+            Some(std::io::ErrorKind::InvalidInput),
+            "stack_size({size})"
+        );
+    }
+    assert!(Runtime::builder()
+        .workers(1)
+        .stack_size(spindle::MIN_STACK_SIZE)
+        .build()
+        .is_ok());
     // std's thread builder would panic on it.
     let e = Runtime::builder()
         .thread_name("bad\0name")
@@ -433,6 +447,15 @@ fn a_stack_that_cannot_be_had_is_an_error_not_a_crash() {
             .stack_size(usize::MAX)
             .spawn(|| ());
         assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+        // Too small: refused, not rounded up.
+        for size in [0, spindle::MIN_STACK_SIZE - 1] {
+            let r = spindle::task::Builder::new().stack_size(size).spawn(|| ());
+            assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+        }
+        let r = spindle::task::Builder::new()
+            .stack_size(spindle::MIN_STACK_SIZE)
+            .spawn(|| 7);
+        assert_eq!(r.unwrap().join().unwrap(), 7);
         // The runtime is fine afterwards.
         assert_eq!(spindle::spawn(|| 1).join().unwrap(), 1);
     });

@@ -83,3 +83,29 @@ fn a_stop_held_up_by_block_on_is_reported() {
     stopper.join().expect("the stop ends once block_on returns");
     assert!(reported, "no warning: {:?}", warnings());
 }
+
+/// A task that runs past the stall threshold without suspending (here in
+/// `std::thread::sleep`, a call that blocks its worker) is named in the
+/// watchdog's warning by its id and by the name it was spawned with, and
+/// the warning says what most likely holds it.
+#[test]
+fn a_stalling_task_is_named_with_the_likely_cause() {
+    warnings(); // installs the recorder before the runtime's first event
+    let rt = spindle::Runtime::builder()
+        .workers(1)
+        .stall_threshold(Duration::from_millis(40))
+        .build()
+        .unwrap();
+    let h = rt.block_on(|| {
+        spindle::task::Builder::new()
+            .name("sleeps-on-its-worker")
+            .spawn(|| std::thread::sleep(Duration::from_millis(400)))
+            .unwrap()
+    });
+    let says_task = format!("task={}", h.id());
+    let reported = warned(|w| {
+        w.contains(&says_task) && w.contains("sleeps-on-its-worker") && w.contains("blocking call")
+    });
+    h.join().unwrap();
+    assert!(reported, "no warning: {:?}", warnings());
+}

@@ -111,6 +111,34 @@ impl TaskTable {
             .then_some(t)
     }
 
+    /// The live task named by `id`, held: the caller owns one of its refs
+    /// (and drops it with [`release`](Self::release)), so the slot and what
+    /// was written into it at spawn (its name) stay until then.
+    pub(crate) fn acquire(&self, id: TaskId) -> Option<TaskRef> {
+        let t = self.get(id.slot())?;
+        let mut refs = t.refs.load(Ordering::Acquire);
+        loop {
+            // A free slot's refs are 0, and only `alloc` raises them from 0.
+            if refs == 0 {
+                return None;
+            }
+            match t
+                .refs
+                .compare_exchange_weak(refs, refs + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(now) => refs = now,
+            }
+        }
+        // Held now; but the slot may have been freed and taken by a later
+        // task between the load and the increment.
+        if t.version.load(Ordering::Acquire) != id.version() {
+            self.release(t, None);
+            return None;
+        }
+        Some(t)
+    }
+
     /// Whether `id` still names `t` (call under `t`'s interrupt lock, `lock_interrupts`).
     pub(crate) fn is_current(t: &TaskMeta, id: TaskId) -> bool {
         t.version.load(Ordering::Acquire) == id.version()

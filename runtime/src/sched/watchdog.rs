@@ -136,13 +136,33 @@ fn sample(control: &TaskControl, seen: &mut Vec<Seen>, threshold: Duration) {
         let after = g.stats.switches.load(Relaxed);
         if s.observe(before, task, after, Instant::now(), threshold) {
             control.stalls.fetch_add(1, Relaxed);
-            tracing::warn!(
-                worker = i,
-                task = %TaskId::from_u64(task),
-                "a task has run without suspending for over the stall threshold: \
-                 the other tasks of its worker wait"
-            );
+            warn_of_stall(i, TaskId::from_u64(task));
         }
+    }
+}
+
+/// Says which task stalls worker `worker`, by id and by the name it was
+/// spawned with, and what most likely holds it.
+#[cfg_attr(loom, allow(dead_code))]
+fn warn_of_stall(worker: usize, id: TaskId) {
+    let table = crate::meta::table();
+    // Held while its name is read: the task may end meanwhile, but its slot
+    // (and name) stay until the ref is dropped.
+    let held = table.acquire(id);
+    // SAFETY: the ref taken above keeps the name, written at spawn, from
+    // being cleared or rewritten until it is released below.
+    let name = held.and_then(|t| unsafe { t.meta().name() }).unwrap_or("");
+    tracing::warn!(
+        worker,
+        task = %id,
+        name,
+        "a task has run without suspending for over the stall threshold, so the \
+         other tasks of its worker wait: most likely it is in a blocking call (a \
+         std lock or channel, std::thread::sleep, blocking I/O); use spindle's, or \
+         task::spawn_blocking"
+    );
+    if let Some(t) = held {
+        table.release(t, None);
     }
 }
 

@@ -124,15 +124,23 @@ fn shared_pool_ceiling() -> usize {
     }
 }
 
-/// The smallest stack we hand out: enough for formatting and a panic.
+/// The smallest stack size a task may ask for, in bytes: enough for
+/// formatting and a panic. A smaller `stack_size` is an error.
+pub const MIN_STACK_SIZE: usize = 16 * 1024;
+/// The smallest stack mapped: [`MIN_STACK_SIZE`].
 #[cfg(not(debug_assertions))]
-pub(crate) const MIN_STACK_SIZE: usize = 16 * 1024;
-/// The smallest stack we hand out in a debug build, whose frames are far
-/// larger (no inlining; every temporary on the stack): 16 KiB did not hold
-/// a task that spawned while the work-stealing deque grew (crossbeam moves
-/// a 2 KiB garbage bag through several frames then; tests/stack_release.rs).
+pub(crate) const SMALLEST_MAPPED: usize = MIN_STACK_SIZE;
+/// The smallest stack mapped in a debug build of spindle, whose frames are
+/// far larger (no inlining; every temporary on the stack): 16 KiB did not
+/// hold a task that spawned while the work-stealing deque grew (crossbeam
+/// moves a 2 KiB garbage bag through several frames then;
+/// tests/stack_release.rs). Smaller sizes asked for are rounded up to it.
 #[cfg(debug_assertions)]
-pub(crate) const MIN_STACK_SIZE: usize = 64 * 1024;
+pub(crate) const SMALLEST_MAPPED: usize = 64 * 1024;
+/// The most address space one slab takes: stacks of more than a
+/// sixty-fourth of it (512 KiB) come fewer to a slab, down to one, so that
+/// a large default stack size does not make one mapping too large to be had.
+const SLAB_BYTES: usize = 32 << 20;
 /// The largest we accept: beyond this a size is a mistake, not a request.
 pub(crate) const MAX_STACK_SIZE: usize = 1 << 40;
 
@@ -389,7 +397,7 @@ impl StackPool {
     /// Gives back a stack of `size` bytes.
     pub(crate) fn give(&self, size: usize, stack: TaskStack, local: Option<&mut Vec<TaskStack>>) {
         if size != self.size {
-            return; // dropped: unmapped
+            return; // dropped: its slab of one is unmapped
         }
         match local {
             Some(l) => {
@@ -425,7 +433,7 @@ impl StackPool {
         counts().marked.load(Relaxed) > 0
     }
 
-    /// Unmaps up to [`RELEASE_CHUNK`] of the stacks marked for release, and
+    /// Drops up to [`RELEASE_CHUNK`] of the stacks marked for release, and
     /// never so many that the pools fall below their limit (other pools may
     /// have been drawn from since the marking); returns whether it dropped
     /// any.
@@ -489,11 +497,17 @@ pub(crate) fn page_size() -> usize {
     *PAGE.get_or_init(|| unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize)
 }
 
-/// Checks a requested stack size: `InvalidInput` outside the supported
-/// range. Returns the size stacks are made with: at least
-/// [`MIN_STACK_SIZE`], rounded up to whole pages (so that sizes that make
-/// the same stack compare equal, and share a pool).
+/// Checks a requested stack size: `InvalidInput` outside
+/// [`MIN_STACK_SIZE`]`..=`[`MAX_STACK_SIZE`]. Returns the size stacks are
+/// made with: rounded up to whole pages (so that sizes that make the same
+/// stack compare equal, and share a pool), and to [`SMALLEST_MAPPED`].
 pub(crate) fn check_size(size: usize) -> io::Result<usize> {
+    if size < MIN_STACK_SIZE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("stack size {size} is smaller than the smallest, {MIN_STACK_SIZE} bytes"),
+        ));
+    }
     if size > MAX_STACK_SIZE {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -502,7 +516,7 @@ pub(crate) fn check_size(size: usize) -> io::Result<usize> {
     }
     let page = page_size();
     // No overflow: size <= MAX_STACK_SIZE, far below usize::MAX.
-    Ok(size.max(MIN_STACK_SIZE).next_multiple_of(page))
+    Ok(size.max(SMALLEST_MAPPED).next_multiple_of(page))
 }
 
 /// One anonymous mapping that holds [`BATCH`] stacks of one size (or one
@@ -580,7 +594,7 @@ pub(crate) struct TaskStack {
 // SAFETY: `top` is page-aligned (so aligned to STACK_ALIGNMENT), `limit` is
 // the start of the range and so includes the guard page, which faults on
 // any access; between them are at least MIN_STACK_SIZE (16 KiB) writable
-// bytes (`map_slab` gives each stack `size.max(MIN_STACK_SIZE)`), more than
+// bytes (`map_slab` gives each stack `size.max(SMALLEST_MAPPED)`), more than
 // corosensei's minimum. The slab (the mapping) lives as long as the stack,
 // which holds an `Arc` to it.
 unsafe impl Stack for TaskStack {
@@ -841,8 +855,8 @@ impl TaskStack {
     }
 }
 
-/// Maps a slab of `count` stacks with at least `size` usable bytes each,
-/// into `out`; guarded at once if `guard_now` or where the kernel has no
+/// Maps a slab of `count` stacks (fewer if they would take more than
+/// [`SLAB_BYTES`]) with at least `size` usable bytes each, into `out`; guarded at once if `guard_now` or where the kernel has no
 /// guard regions, else when first needed ([`TaskStack::guard`]).
 fn map_slab(
     size: usize,
@@ -851,10 +865,10 @@ fn map_slab(
     out: &mut impl Extend<TaskStack>,
 ) -> io::Result<()> {
     debug_assert!(
-        (MIN_STACK_SIZE..=MAX_STACK_SIZE).contains(&size) && count > 0,
+        (SMALLEST_MAPPED..=MAX_STACK_SIZE).contains(&size) && count > 0,
         "stack sizes go through check_size"
     );
-    let size = size.max(MIN_STACK_SIZE);
+    let size = size.max(SMALLEST_MAPPED);
     let page = page_size();
     let annotate = |e: io::Error| {
         io::Error::new(
@@ -867,6 +881,7 @@ fn map_slab(
         .checked_add(2 * page - 1)
         .map(|l| l & !(page - 1))
         .ok_or_else(|| annotate(io::ErrorKind::InvalidInput.into()))?;
+    let count = count.min((SLAB_BYTES / len).max(1));
     let total = len
         .checked_mul(count)
         .ok_or_else(|| annotate(io::ErrorKind::InvalidInput.into()))?;
@@ -928,16 +943,16 @@ mod tests {
     use super::*;
 
     fn pool_with(n: usize) -> StackPool {
-        let pool = StackPool::new(MIN_STACK_SIZE);
+        let pool = StackPool::new(SMALLEST_MAPPED);
         for _ in 0..n {
-            pool.give(MIN_STACK_SIZE, map(MIN_STACK_SIZE).unwrap(), None);
+            pool.give(SMALLEST_MAPPED, map(SMALLEST_MAPPED).unwrap(), None);
         }
         pool
     }
 
     fn take(pool: &StackPool, n: usize) {
         for _ in 0..n {
-            pool.take(MIN_STACK_SIZE, None).unwrap();
+            pool.take(SMALLEST_MAPPED, None).unwrap();
         }
     }
 
@@ -969,8 +984,8 @@ mod tests {
         let pool = pool_with(0);
         let t0 = Instant::now();
         assert!(!tick(&pool, t0));
-        pool.give(MIN_STACK_SIZE, map(MIN_STACK_SIZE).unwrap(), None);
-        pool.give(MIN_STACK_SIZE, map(MIN_STACK_SIZE).unwrap(), None);
+        pool.give(SMALLEST_MAPPED, map(SMALLEST_MAPPED).unwrap(), None);
+        pool.give(SMALLEST_MAPPED, map(SMALLEST_MAPPED).unwrap(), None);
         assert!(!tick(&pool, t0 + RELEASE_PERIOD), "not idle all period");
         assert!(tick(&pool, t0 + 2 * RELEASE_PERIOD));
         assert_eq!(release_all(&pool), 2);
@@ -986,7 +1001,7 @@ mod tests {
         assert_eq!(release_all(&pool), 2);
         assert_eq!(pool.pooled(), 0);
         // Given back again: idle from now on, so surplus a period later.
-        pool.give(MIN_STACK_SIZE, map(MIN_STACK_SIZE).unwrap(), None);
+        pool.give(SMALLEST_MAPPED, map(SMALLEST_MAPPED).unwrap(), None);
         assert!(!tick(&pool, t0 + 2 * RELEASE_PERIOD));
         assert!(tick(&pool, t0 + 3 * RELEASE_PERIOD));
         assert_eq!(release_all(&pool), 1);
