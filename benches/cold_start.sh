@@ -13,7 +13,10 @@
 #     and resident memory per task once every task has started;
 #   - many_sleepers: the same with 100 000 tasks;
 #   - spawn_join_task / spawn_join_thread: 200 000 empty tasks spawned, then
-#     joined, from a task or from the plain main thread: ns per task.
+#     joined, from a task or from the plain main thread: ns per task;
+#   - spawn_wait_task / spawn_wait_thread: the same with detached tasks
+#     counted down, the shape of Go's WaitGroup (Go's two rows are the same
+#     program: it has no join handles).
 #
 # Every cell is the median of its runs; the last column is spindle's over
 # the best peer's (below 1 is better for time, for memory too).
@@ -52,6 +55,8 @@ cases=()
 cases+=("many_sleepers sleepers $sleepers")
 cases+=("spawn_join_task spawn_join_task $spawns")
 cases+=("spawn_join_thread spawn_join_thread $spawns")
+cases+=("spawn_wait_task spawn_wait_task $spawns")
+cases+=("spawn_wait_thread spawn_wait_thread $spawns")
 
 results=$(mktemp)
 for run in $(seq "$runs"); do

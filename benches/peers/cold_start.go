@@ -4,9 +4,10 @@
 //
 //	go run cold_start.go <sleepers|spawn_join_task|spawn_join_thread> <n>
 //
-// Go has no plain threads apart from goroutines: spawn_join_thread spawns
-// from main's goroutine locked to its OS thread, spawn_join_task from a
-// goroutine of its own.
+// Go has no plain threads apart from goroutines: the _thread cases spawn
+// from main's goroutine locked to its OS thread, the _task cases from a
+// goroutine of its own. Go has no join handles either: spawn_join is the
+// same program as spawn_wait, goroutines counted down on a sync.WaitGroup.
 package main
 
 import (
@@ -54,7 +55,7 @@ func spawnJoin(n int) time.Duration {
 func main() {
 	runtime.GOMAXPROCS(2)
 	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: cold_start <sleepers|spawn_join_task|spawn_join_thread> <n>")
+		fmt.Fprintln(os.Stderr, "usage: cold_start <sleepers|spawn_join_task|spawn_join_thread|spawn_wait_task|spawn_wait_thread> <n>")
 		os.Exit(2)
 	}
 	n, err := strconv.Atoi(os.Args[2])
@@ -85,10 +86,10 @@ func main() {
 		wg.Wait()
 		wall = time.Since(t0)
 		kib = fmt.Sprintf("%.2f", float64(peak-base)/float64(n)/1024)
-	case "spawn_join_thread":
+	case "spawn_join_thread", "spawn_wait_thread":
 		runtime.LockOSThread()
 		wall = spawnJoin(n)
-	case "spawn_join_task":
+	case "spawn_join_task", "spawn_wait_task":
 		done := make(chan time.Duration)
 		go func() { done <- spawnJoin(n) }()
 		wall = <-done

@@ -9,6 +9,10 @@
 //!   task had started, per task.
 //! - `spawn_join_task` / `spawn_join_thread`: spawn `n` empty tasks, from a
 //!   task or from the main thread, then join them; prints ns per task.
+//! - `spawn_wait_task` / `spawn_wait_thread`: the same with detached tasks
+//!   that count down a shared counter, waited for by polling it every
+//!   100 µs: the shape of Go's `sync.WaitGroup`, which keeps no handle (and
+//!   so no task record) alive for the spawner.
 //!
 //! Output is one line: `case=… system=… n=… wall_ms=… ns_per_task=… kib_per_task=…`.
 
@@ -16,6 +20,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 static STARTED: AtomicU64 = AtomicU64::new(0);
+/// Tasks of a `spawn_wait` case not yet ended.
+static LEFT: AtomicU64 = AtomicU64::new(0);
+/// How often a `spawn_wait` spawner looks at [`LEFT`].
+const POLL: Duration = Duration::from_micros(100);
+
+/// Counts a `spawn_wait` task's end.
+fn done() {
+    LEFT.fetch_sub(1, Ordering::Release);
+}
 const NAP: Duration = Duration::from_secs(1);
 
 fn rss() -> u64 {
@@ -132,6 +145,34 @@ fn spindle_case(case: &str, n: u64) -> (Duration, Option<u64>) {
                 .expect("join");
             (wall, None)
         }
+        "spawn_wait_thread" => {
+            LEFT.store(n, Ordering::Relaxed);
+            let t0 = Instant::now();
+            for _ in 0..n {
+                drop(rt.spawn(done));
+            }
+            while LEFT.load(Ordering::Acquire) > 0 {
+                std::thread::sleep(POLL);
+            }
+            (t0.elapsed(), None)
+        }
+        "spawn_wait_task" => {
+            LEFT.store(n, Ordering::Relaxed);
+            let wall = rt
+                .spawn(move || {
+                    let t0 = Instant::now();
+                    for _ in 0..n {
+                        drop(spindle::spawn(done));
+                    }
+                    while LEFT.load(Ordering::Acquire) > 0 {
+                        spindle::sleep(POLL).expect("sleep");
+                    }
+                    t0.elapsed()
+                })
+                .join()
+                .expect("join");
+            (wall, None)
+        }
         other => {
             eprintln!("unknown case {other}");
             std::process::exit(2)
@@ -185,6 +226,35 @@ fn tokio_case(case: &str, n: u64) -> (Duration, Option<u64>) {
                         .collect();
                     for h in handles {
                         h.await.expect("join");
+                    }
+                    t0.elapsed()
+                })
+                .await
+                .expect("join")
+            });
+            (wall, None)
+        }
+        "spawn_wait_thread" => {
+            LEFT.store(n, Ordering::Relaxed);
+            let t0 = Instant::now();
+            for _ in 0..n {
+                drop(rt.spawn(async { done() }));
+            }
+            while LEFT.load(Ordering::Acquire) > 0 {
+                std::thread::sleep(POLL);
+            }
+            (t0.elapsed(), None)
+        }
+        "spawn_wait_task" => {
+            LEFT.store(n, Ordering::Relaxed);
+            let wall = rt.block_on(async move {
+                tokio::spawn(async move {
+                    let t0 = Instant::now();
+                    for _ in 0..n {
+                        drop(tokio::spawn(async { done() }));
+                    }
+                    while LEFT.load(Ordering::Acquire) > 0 {
+                        tokio::time::sleep(POLL).await;
                     }
                     t0.elapsed()
                 })
