@@ -21,7 +21,7 @@ use crate::meta::{
     RUNNING,
 };
 use crate::sched::{self, GroupStats, TaskControl};
-use crate::stack;
+use crate::stack::{self, TaskStack};
 use crate::wait;
 use std::fmt;
 use std::io;
@@ -218,18 +218,12 @@ where
     // now, on a guarded stack.
     let pending = size == control.stacks.default_size() && PendingBody::fits::<B>();
     let stack = match stack {
-        Ok(mut s) if !pending => s.guard().map(|()| s),
-        other => other,
-    };
-    let stack = match stack {
-        Ok(s) => s,
-        Err(e) => {
-            // Give the slot back: both owners (task and handle) are gone.
-            table.release(t, None);
-            table.release(t, None);
-            tracing::warn!(error = %e, "spawn failed: no stack");
-            return Err(e);
-        }
+        Ok(s) if pending => s,
+        Ok(s) => match guarded(s) {
+            Ok(s) => s,
+            Err(e) => return Err(no_stack(table, t, e)),
+        },
+        Err(e) => return Err(no_stack(table, t, e)),
     };
     // SAFETY: the slot is freshly allocated: nobody else sees it yet.
     // The runtime is stored type-erased; `sched` reads it back as a
@@ -254,6 +248,22 @@ where
         }
     }
     Ok(t)
+}
+
+/// `stack`, with its guard installed.
+#[cold]
+fn guarded(mut stack: TaskStack) -> io::Result<TaskStack> {
+    stack.guard().map(|()| stack)
+}
+
+/// A spawn that got no stack: gives the slot `t` back (both its owners,
+/// task and handle, are gone) and returns the error.
+#[cold]
+fn no_stack(table: &meta::TaskTable, t: TaskRef, e: io::Error) -> io::Error {
+    table.release(t, None);
+    table.release(t, None);
+    tracing::warn!(error = %e, "spawn failed: no stack");
+    e
 }
 
 /// Queues a prepared task (or, `urgent`, runs it at once on this worker).

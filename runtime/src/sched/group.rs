@@ -729,21 +729,29 @@ impl TaskGroup {
             }
         };
         if let Err(error) = stack.guard() {
-            tracing::error!(
-                task = %t.id(),
-                %error,
-                "cannot install the guard page of a task's stack: the task is \
-                 cancelled without running"
-            );
-            self.started.remove(t);
-            // SAFETY: as above; `cancel` gives the stack back.
-            unsafe { *t.reserved_mut() = Some(stack) };
-            self.cancel(t, false);
+            self.cancel_unguarded(t, stack, error);
             return false;
         }
         // SAFETY: as above; the reserved stack means the body is pending.
         unsafe { meta::bind(t, stack) };
         true
+    }
+
+    /// [`bind`](Self::bind) could not guard `stack` for never-run task `t`:
+    /// the task is cancelled without running.
+    #[cold]
+    #[inline(never)]
+    fn cancel_unguarded(&self, t: TaskRef, stack: TaskStack, error: std::io::Error) {
+        tracing::error!(
+            task = %t.id(),
+            %error,
+            "cannot install the guard page of a task's stack: the task is \
+             cancelled without running"
+        );
+        self.started.remove(t);
+        // SAFETY: we were about to run `t`; `cancel` gives the stack back.
+        unsafe { *t.reserved_mut() = Some(stack) };
+        self.cancel(t, false);
     }
 
     /// A task returned: recycle its stack, publish its end, drop its ref.

@@ -521,14 +521,17 @@ pub(crate) fn check_size(size: usize) -> io::Result<usize> {
 
 /// One anonymous mapping that holds [`BATCH`] stacks of one size (or one
 /// stack of a size of its own), side by side. Mapping stacks a batch at a
-/// time costs one `mmap` and one guard call per batch instead of per stack,
-/// and the kernel merges slabs made one after another into one mapping. A
-/// slab is unmapped whole, when its last stack is dropped; a stack dropped
-/// before that gives its pages back with `MADV_DONTNEED` (see `TaskStack`'s
-/// `Drop`), so what a slab keeps is address space, not memory.
+/// time costs one `mmap` per batch instead of one per stack, and the kernel
+/// merges slabs made one after another into one mapping. A slab is
+/// unmapped whole, when its last stack is dropped; a stack dropped before
+/// that gives its pages back with `MADV_DONTNEED` (see `TaskStack`'s
+/// `Drop` and [`drop_stacks`]), so what a slab keeps is address space, not
+/// memory.
 struct Slab {
     start: usize,
     len: usize,
+    /// The length of each of its stacks' ranges, guard included.
+    stack_len: usize,
 }
 
 impl Drop for Slab {
@@ -560,13 +563,13 @@ impl Drop for Slab {
 /// guard is a *guard region* (`MADV_GUARD_INSTALL`, Linux 6.13): a marker in
 /// the page tables that makes any access fault, without a mapping of its
 /// own. So a slab of stacks is one mapping, merged with its neighbours: a
-/// million stacks take a few hundred of the process's `vm.max_map_count`
-/// mappings. The guards of a slab are installed with one `process_madvise`
-/// call where the kernel takes that advice there (6.13 and later), else
-/// with one `madvise` per stack. Where guard regions are missing (older
-/// kernels, some sandboxes) or refused for one mapping (a locked one, under
-/// `mlockall`), the guard is a `PROT_NONE` page (`mprotect`), as in
-/// corosensei's `DefaultStack`: two mappings per stack.
+/// million stacks take at most one mapping per slab of the process's
+/// `vm.max_map_count`. Guard regions are installed one stack at a time, by
+/// the worker that first runs a task on it ([`TaskStack::guard`]). Where
+/// they are missing (older kernels, some sandboxes) or refused for one
+/// mapping (a locked one, under `mlockall`), the guard is a `PROT_NONE`
+/// page (`mprotect`), as in corosensei's `DefaultStack`: two mappings per
+/// stack, made with the slab.
 ///
 /// Slabs are mapped with `MAP_STACK`, which (since Linux 6.7) keeps
 /// transparent huge pages of every size off them: merged, they would
@@ -575,54 +578,63 @@ impl Drop for Slab {
 /// runs a task on it. The guard page is part of the writable mapping, so it
 /// counts against the commit limit (one page per stack more than
 /// `DefaultStack`, which only matters under `vm.overcommit_memory = 2`).
+///
+/// Three words: stacks move between caches, pools and task metas on every
+/// spawn.
 pub(crate) struct TaskStack {
-    /// The top of the stack (the end of its range).
-    top: StackPointer,
-    /// The length of the range, guard included.
-    len: usize,
+    /// The top of the stack (the end of its range, page-aligned), and
+    /// [`GUARDED`] in its lowest bit.
+    top: usize,
     /// The mapping the range belongs to.
     slab: Arc<Slab>,
-    /// Whether the guard is in place ([`TaskStack::guard`]); an unguarded
-    /// stack has never been run on, so it has no pages.
-    guarded: bool,
-    /// Whether the range's pages were given back already (by
-    /// [`drop_stacks`]).
-    hollow: bool,
     valgrind: ManuallyDrop<ValgrindStackRegistration>,
 }
 
+/// The bit of `TaskStack::top` that says the guard is in place
+/// ([`TaskStack::guard`]); an unguarded stack has never been run on, so it
+/// has no pages.
+const GUARDED: usize = 1;
+
 // SAFETY: `top` is page-aligned (so aligned to STACK_ALIGNMENT), `limit` is
 // the start of the range and so includes the guard page, which faults on
-// any access; between them are at least MIN_STACK_SIZE (16 KiB) writable
-// bytes (`map_slab` gives each stack `size.max(SMALLEST_MAPPED)`), more than
-// corosensei's minimum. The slab (the mapping) lives as long as the stack,
-// which holds an `Arc` to it.
+// any access (a coroutine is only built on a guarded stack); between them
+// are at least MIN_STACK_SIZE (16 KiB) writable bytes (`map_slab` gives
+// each stack `size.max(SMALLEST_MAPPED)`), more than corosensei's minimum.
+// The slab (the mapping) lives as long as the stack, which holds an `Arc`
+// to it.
 unsafe impl Stack for TaskStack {
     #[inline]
     fn base(&self) -> StackPointer {
-        self.top
+        StackPointer::new(self.top & !GUARDED).expect("a mapping does not end at 0")
     }
 
     #[inline]
     fn limit(&self) -> StackPointer {
-        StackPointer::new(self.top.get() - self.len).expect("a mapping does not start at 0")
+        StackPointer::new(self.start() as usize).expect("a mapping does not start at 0")
     }
 }
 
 impl TaskStack {
+    /// The bottom of the range: its guard page.
     fn start(&self) -> *mut libc::c_void {
-        (self.top.get() - self.len) as *mut libc::c_void
+        ((self.top & !GUARDED) - self.slab.stack_len) as *mut libc::c_void
     }
 
     /// Whether the guard is in place: anything may run on the stack.
     pub(crate) fn is_guarded(&self) -> bool {
-        self.guarded
+        self.top & GUARDED != 0
     }
 
-    /// Whether the stack may hold pages: it has been run on, and they were
-    /// not given back since.
-    fn holds_pages(&self) -> bool {
-        self.guarded && !self.hollow
+    /// Drops the stack without giving its pages back: they are given back
+    /// already, or go with the slab, of which this is the last stack.
+    fn drop_quietly(self) {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: registered in `map_slab`; `Drop` never runs for `this`,
+        // so this is the one deregistration.
+        unsafe { ManuallyDrop::drop(&mut this.valgrind) };
+        // SAFETY: `this` is not used again and its `Drop` never runs: the
+        // `Arc` is dropped once, here.
+        unsafe { ptr::drop_in_place(&mut this.slab) };
     }
 }
 
@@ -630,15 +642,15 @@ impl Drop for TaskStack {
     fn drop(&mut self) {
         // SAFETY: registered in `map_slab`, dropped once, here.
         unsafe { ManuallyDrop::drop(&mut self.valgrind) };
-        // No pages (never run on, or given back already), or the last
-        // stack of its slab: the slab's own drop unmaps it all.
-        if !self.holds_pages() || Arc::strong_count(&self.slab) == 1 {
+        // No pages (never run on), or the last stack of its slab: the
+        // slab's own drop unmaps it all.
+        if !self.is_guarded() || Arc::strong_count(&self.slab) == 1 {
             return;
         }
         // SAFETY: the range is ours and nothing runs on it any more (a
         // stack is dropped only with its coroutine finished or unwound, or
         // unused); the advice drops its pages, the guard stays.
-        unsafe { libc::madvise(self.start(), self.len, libc::MADV_DONTNEED) };
+        unsafe { libc::madvise(self.start(), self.slab.stack_len, libc::MADV_DONTNEED) };
     }
 }
 
@@ -653,28 +665,34 @@ fn drop_stacks(stacks: impl IntoIterator<Item = TaskStack>) {
         // Grouped by slab: a group that holds every stack left of its slab
         // goes with the slab's unmapping.
         batch.sort_unstable_by_key(|s| s.slab.start);
+        let mut whole_slab = vec![false; batch.len()];
         let mut ranges = Vec::with_capacity(batch.len());
-        for group in batch.chunk_by_mut(|a, b| Arc::ptr_eq(&a.slab, &b.slab)) {
+        let mut at = 0;
+        for group in batch.chunk_by(|a, b| Arc::ptr_eq(&a.slab, &b.slab)) {
             if Arc::strong_count(&group[0].slab) == group.len() {
-                // Unmapped with the last of them.
-                group.iter_mut().for_each(|s| s.hollow = true);
-                continue;
+                whole_slab[at..at + group.len()].fill(true);
+            } else {
+                ranges.extend(
+                    group
+                        .iter()
+                        .filter(|s| s.is_guarded())
+                        .map(|s| libc::iovec {
+                            iov_base: s.start(),
+                            iov_len: s.slab.stack_len,
+                        }),
+                );
             }
-            ranges.extend(
-                group
-                    .iter()
-                    .filter(|s| s.holds_pages())
-                    .map(|s| libc::iovec {
-                        iov_base: s.start(),
-                        iov_len: s.len,
-                    }),
-            );
+            at += group.len();
         }
         // SAFETY: the ranges are ours and unused (see `TaskStack`'s `Drop`).
-        if unsafe { advise_all(&ranges, libc::MADV_DONTNEED) } {
-            batch.iter_mut().for_each(|s| s.hollow = true);
+        let given_back = unsafe { advise_all(&ranges, libc::MADV_DONTNEED) };
+        for (s, whole_slab) in batch.into_iter().zip(whole_slab) {
+            if given_back || whole_slab {
+                s.drop_quietly();
+            } else {
+                drop(s); // one madvise of its own
+            }
         }
-        drop(batch);
     }
 }
 
@@ -685,8 +703,9 @@ const IOV_BATCH: usize = 256;
 impl std::fmt::Debug for TaskStack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TaskStack")
-            .field("top", &format_args!("{:#x}", self.top.get()))
-            .field("len", &self.len)
+            .field("top", &format_args!("{:#x}", self.top & !GUARDED))
+            .field("len", &self.slab.stack_len)
+            .field("guarded", &self.is_guarded())
             .finish()
     }
 }
@@ -844,13 +863,20 @@ impl TaskStack {
     /// stack reserved by a spawn but never run costs no syscall), and when
     /// the slab is mapped otherwise (where the guard is a mapping of its
     /// own, which can run out: spawn reports that).
+    #[inline]
     pub(crate) fn guard(&mut self) -> io::Result<()> {
-        if self.guarded {
+        if self.is_guarded() {
             return Ok(());
         }
+        self.install_guard()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn install_guard(&mut self) -> io::Result<()> {
         // SAFETY: the first page of our range, on which nothing runs yet.
         unsafe { install_guard(self.start()) }?;
-        self.guarded = true;
+        self.top |= GUARDED;
         Ok(())
     }
 }
@@ -903,15 +929,13 @@ fn map_slab(
     let slab = Arc::new(Slab {
         start: start as usize,
         len: total,
+        stack_len: len,
     });
     let mut stacks = (0..count).map(|i| {
         let lo = slab.start + i * len;
         TaskStack {
-            top: StackPointer::new(lo + len).expect("a mapping does not end at 0"),
-            len,
+            top: lo + len,
             slab: Arc::clone(&slab),
-            guarded: false,
-            hollow: false,
             valgrind: ManuallyDrop::new(ValgrindStackRegistration::new(lo as *mut u8, len)),
         }
     });
