@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// With guard regions, the stacks of many live tasks share a few mappings
-/// (one per stack at most, merged with their neighbours); without, each
-/// takes two. Either way every task runs, and an overflow is still caught
+/// (one per slab of stacks at most, merged with their neighbours); without,
+/// each takes two. Either way every task runs, and an overflow is still caught
 /// (`tests/overflow.rs`).
 #[test]
 fn live_tasks_take_few_mappings_with_guard_regions() {
@@ -42,8 +42,13 @@ fn live_tasks_take_few_mappings_with_guard_regions() {
     assert_eq!(ran, TASKS * (TASKS - 1) / 2, "every task ran once");
     let grew = during.saturating_sub(before);
     if spindle::stack_guard_regions() {
+        // At most one mapping per slab of 64 stacks (slabs merge, and only
+        // an unmapped slab between two live ones splits them): so the
+        // kernel's default `vm.max_map_count`, 65 530, holds a million live
+        // tasks (15 625 slabs) with room to spare.
+        eprintln!("{TASKS} live tasks added {grew} mappings");
         assert!(
-            grew < TASKS / 10,
+            grew <= TASKS / 64 + 16,
             "{TASKS} live tasks added {grew} mappings; guard regions should merge them"
         );
     } else {
