@@ -55,7 +55,8 @@ pub struct Builder {
     pin_workers: bool,
     thread_name: String,
     stall_threshold: Duration,
-    sleep_spin: Duration,
+    /// `None`: the default, budgeted.
+    sleep_spin: Option<Duration>,
     idle_poll: Duration,
     io_dispatcher: bool,
 }
@@ -68,7 +69,7 @@ impl Default for Builder {
             pin_workers: false,
             thread_name: "spindle-worker".into(),
             stall_threshold: DEFAULT_STALL_THRESHOLD,
-            sleep_spin: DEFAULT_SLEEP_SPIN,
+            sleep_spin: None,
             idle_poll: DEFAULT_IDLE_POLL,
             io_dispatcher: false,
         }
@@ -123,7 +124,11 @@ impl Builder {
 
     /// How long before one of its tasks' sleeps is due an idle worker stops
     /// parking and polls the clock instead (it still runs any work that
-    /// comes meanwhile). Default 150 µs; any length is allowed.
+    /// comes meanwhile). Default 150 µs, within a budget: by default a
+    /// worker spins at most 2 % of the time (its spins before parking
+    /// included), and out of credit it parks and is woken by the timer
+    /// thread, a few µs later. Set explicitly, the spin has no budget: any
+    /// length is allowed, and every sleep gets it.
     ///
     /// This trades CPU for precision. Waking a parked thread takes tens of
     /// µs on a VM, and milliseconds now and then when the host is busy: a
@@ -139,7 +144,7 @@ impl Builder {
     /// (unless [`idle_poll`](Self::idle_poll) keeps it looking).
     /// `docs/tuning.md` measures both.
     pub fn sleep_spin(mut self, d: Duration) -> Self {
-        self.sleep_spin = d;
+        self.sleep_spin = Some(d);
         self
     }
 
@@ -224,7 +229,8 @@ impl Builder {
                 stack_size,
                 thread_name: self.thread_name,
                 pin_workers: self.pin_workers,
-                sleep_spin: self.sleep_spin,
+                sleep_spin: self.sleep_spin.unwrap_or(DEFAULT_SLEEP_SPIN),
+                sleep_spin_budgeted: self.sleep_spin.is_none(),
                 idle_poll: self.idle_poll,
                 cpus,
             })),

@@ -90,7 +90,9 @@ mod thread;
 pub use prefetch::prefetch;
 pub use slot::TimerId;
 pub use stats::TimerStats;
-pub use thread::{TimerError, TimerOptions, TimerThread, Unschedule, MAX_BUCKETS};
+pub use thread::{
+    TimerError, TimerOptions, TimerThread, Unschedule, DEFAULT_COALESCE, MAX_BUCKETS,
+};
 
 /// `TimerThread` is shared between threads (a scheduler on every worker, a
 /// callback cancelling another timer): pin `Send + Sync`.

@@ -504,3 +504,65 @@ fn concurrent_schedulers_lose_nothing() {
     wait_for("the counters to settle", || timer.stats().pending == 0);
     assert_eq!(timer.stats().triggered, (threads * per) as u64);
 }
+
+/// When the instants the timers of `deadlines` (offsets from now) fired,
+/// on a timer thread that coalesces within `coalesce`.
+fn fire_times(coalesce: Duration, deadlines: &[Duration]) -> Vec<(Instant, Instant)> {
+    let timer = TimerThread::start(spindle_timer::TimerOptions {
+        coalesce,
+        ..Default::default()
+    })
+    .unwrap();
+    let t0 = Instant::now();
+    let (tx, rx) = mpsc::channel();
+    for (i, d) in deadlines.iter().enumerate() {
+        let (tx, due) = (tx.clone(), t0 + *d);
+        timer
+            .schedule(due, move || tx.send((i, due, Instant::now())).unwrap())
+            .unwrap();
+    }
+    let mut fired = vec![None; deadlines.len()];
+    for _ in deadlines {
+        let (i, due, at) = rx.recv_timeout(LONG).unwrap();
+        fired[i] = Some((due, at));
+    }
+    timer.stop_and_join();
+    fired.into_iter().map(Option::unwrap).collect()
+}
+
+/// Timers due within `coalesce` of the earliest fire together, at the
+/// earliest one's deadline plus `coalesce`; a lone timer fires at its own
+/// deadline; none fires early.
+#[test]
+fn timers_due_close_together_fire_together_and_never_early() {
+    const COALESCE: Duration = Duration::from_millis(200);
+    let ms = Duration::from_millis;
+    // Two close together, then one alone (far past the first two's window).
+    let fired = fire_times(COALESCE, &[ms(50), ms(60), ms(900)]);
+    for (due, at) in &fired {
+        assert!(at >= due, "a timer fired {:?} early", *due - *at);
+    }
+    let (first_due, first_at) = fired[0];
+    assert!(
+        first_at >= first_due + COALESCE,
+        "the first of two close timers waited for the window: fired {:?} after its deadline",
+        first_at - first_due
+    );
+    // The lone timer is not held back by a window (its lateness is the
+    // thread's, far below the window on any host this runs on).
+    let (lone_due, lone_at) = fired[2];
+    assert!(
+        lone_at - lone_due < COALESCE,
+        "a lone timer fired {:?} late",
+        lone_at - lone_due
+    );
+    // Without coalescing, the first fires without waiting for a window.
+    let fired = fire_times(Duration::ZERO, &[ms(50), ms(60)]);
+    let (first_due, first_at) = fired[0];
+    assert!(first_at >= first_due);
+    assert!(
+        first_at - first_due < COALESCE,
+        "{:?}",
+        first_at - first_due
+    );
+}

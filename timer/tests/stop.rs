@@ -290,6 +290,14 @@ fn bad_options_are_errors_not_panics() {
         .unwrap_err();
         assert!(e.to_string().contains("spin"), "{e}");
     }
+    for coalesce in [Duration::from_millis(1001), Duration::MAX] {
+        let e = TimerThread::start(TimerOptions {
+            coalesce,
+            ..TimerOptions::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("coalesce"), "{e}");
+    }
     let timer = TimerThread::start(TimerOptions {
         spin: Duration::from_millis(1),
         ..TimerOptions::default()

@@ -34,6 +34,9 @@ pub(crate) struct Config {
     pub(crate) pin_workers: bool,
     /// `Builder::sleep_spin`.
     pub(crate) sleep_spin: std::time::Duration,
+    /// Whether that spin is the default's, and so budgeted
+    /// (`spin_budget.rs`), rather than the user's.
+    pub(crate) sleep_spin_budgeted: bool,
     /// `Builder::idle_poll`.
     pub(crate) idle_poll: std::time::Duration,
     /// The CPUs the workers may use (see `affinity.rs`).

@@ -46,6 +46,7 @@ use super::idle::{IdleWorker, Look};
 use super::idle_poll::PollWindow;
 use super::poller::Poller;
 use super::queue::LocalQueue;
+use super::spin_budget::SpinBudget;
 use crate::loom::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
 use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
 use crate::meta::{self, TaskRef, CANCELLED, FINISHED, NO_HOME};
@@ -159,6 +160,8 @@ pub(crate) struct TaskGroup {
     unwinding_cancelled: Cell<bool>,
     /// How long to look for work before parking (`idle_poll.rs`).
     poll: PollWindow,
+    /// What this worker may spin by default (`spin_budget.rs`).
+    spin_budget: SpinBudget,
     /// The I/O poller, made when a task here first waits for an fd.
     poller: OnceCell<Poller>,
 }
@@ -280,6 +283,7 @@ impl TaskGroup {
             },
             unwinding_cancelled: Cell::new(false),
             poll,
+            spin_budget: SpinBudget::new(Instant::now()),
             poller: OnceCell::new(),
         }
     }
@@ -536,6 +540,18 @@ impl TaskGroup {
     fn look_elsewhere(&self) -> Look<TaskRef> {
         let start = Instant::now();
         let mut look_until = self.poll.look_until(start);
+        // The default spins are budgeted: out of credit, one round of looks,
+        // then park (`spin_budget.rs`). The look's time is charged when it
+        // ends.
+        let idle_budgeted = !self.poll.adapts();
+        let sleep_budgeted = self.control.config.sleep_spin_budgeted;
+        let _charge = (idle_budgeted || sleep_budgeted).then(|| Charge {
+            budget: &self.spin_budget,
+            start,
+        });
+        if idle_budgeted && !self.spin_budget.covers(start, SPIN_TIME) {
+            look_until = start;
+        }
         let mut round = 0u32;
         // Ready fds first: only this worker polls them, and most of the
         // tasks they wake are its own. A worker with fds looks no longer
@@ -588,20 +604,27 @@ impl TaskGroup {
         // A sleep of ours ends soon: keep looking (and end it ourselves when
         // it is due) rather than park through the wake-up latency; if it is
         // further off, park until shortly before it.
+        // By default the spin is budgeted: without the credit for it, the
+        // worker parks with no deadline, and the sleep's timer wakes it.
         let mut until = None;
         if let Some(s) = self.next_sleep.get() {
             let ahead = self.control.config.sleep_spin;
+            let now = Instant::now();
             // A lead past the clock's range (`Duration::MAX`): always near.
-            if Instant::now()
-                .checked_add(ahead)
-                .is_none_or(|t| t >= s.deadline)
-            {
-                // Not parking, so the last look of `park` will not come
-                // either: take its place, LIFO slots included (the spin
-                // above may have ended before it looked at them).
-                return self.steal(true).map_or(Look::Again, Look::Found);
+            if now.checked_add(ahead).is_none_or(|t| t >= s.deadline) {
+                let left = s.deadline.saturating_duration_since(now);
+                if !sleep_budgeted || self.spin_budget.covers(now, left) {
+                    // Not parking, so the last look of `park` will not come
+                    // either: take its place, LIFO slots included (the spin
+                    // above may have ended before it looked at them).
+                    return self.steal(true).map_or(Look::Again, Look::Found);
+                }
+            } else {
+                let wake = s.deadline - ahead;
+                if !sleep_budgeted || self.spin_budget.covers(wake, ahead) {
+                    until = Some(wake);
+                }
             }
-            until = Some(s.deadline - ahead);
         }
         // Nothing to run for a while: give back surplus stacks, then look
         // again.
@@ -900,6 +923,20 @@ impl TaskGroup {
         self.current.set(None);
         t.publish_end(CANCELLED, super::make_ready);
         meta::table().release(t, Some(&mut self.slots.borrow_mut()));
+    }
+}
+
+/// Charges a look's time to its worker's spin budget when the look ends.
+struct Charge<'a> {
+    budget: &'a SpinBudget,
+    start: Instant,
+}
+
+impl Drop for Charge<'_> {
+    fn drop(&mut self) {
+        let now = Instant::now();
+        self.budget
+            .charge(now, now.saturating_duration_since(self.start));
     }
 }
 

@@ -79,7 +79,7 @@ impl PollWindow {
         }
     }
 
-    fn adapts(&self) -> bool {
+    pub(crate) fn adapts(&self) -> bool {
         self.max > self.min
     }
 

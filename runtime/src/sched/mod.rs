@@ -20,6 +20,7 @@ mod idle_poll;
 mod poller;
 mod queue;
 pub(crate) mod readiness;
+mod spin_budget;
 mod watchdog;
 
 pub(crate) use affinity::Cpus;
