@@ -90,7 +90,7 @@ type Sampler<'a> = Box<dyn FnMut(u64) -> Vec<i64> + 'a>;
 /// Runs one latency benchmark: criterion gets the summed latency, stderr
 /// gets the percentiles of every sample, and the CPU the process burned
 /// meanwhile, in cores (CPU time over wall time: 1.0 is one core busy
-/// throughout).
+/// throughout) and per operation (per sample).
 fn latency_case(g: &mut BenchmarkGroup<'_, WallTime>, group: &str, peer: &str, mut f: Sampler) {
     let mut all = Latencies::new();
     let (mut cpu, mut wall) = (Duration::ZERO, Duration::ZERO);
@@ -106,7 +106,8 @@ fn latency_case(g: &mut BenchmarkGroup<'_, WallTime>, group: &str, peer: &str, m
     });
     if let Some(s) = all.summary() {
         let cores = cpu.as_secs_f64() / wall.as_secs_f64();
-        eprintln!("[{group}/{peer}] {s} cpu={cores:.2} cores");
+        let per_op = cpu.as_secs_f64() * 1e6 / all.len() as f64;
+        eprintln!("[{group}/{peer}] {s} cpu={cores:.2} cores, {per_op:.2} µs per operation");
     }
 }
 

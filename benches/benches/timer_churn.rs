@@ -20,14 +20,18 @@
 //!   registers it in the timer wheel) and dropped (which deregisters it), on
 //!   threads that have entered a 2-worker runtime.
 //!
+//! Each peer's line on stderr also gives the process's CPU time per pair
+//! (all threads, the timer's own included).
+//!
 //! Run: `cargo bench -p spindle-benches --bench timer_churn`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use spindle_benches::naive_timer::NaiveTimer;
+use spindle_benches::sleepers::process_cpu_time;
 use spindle_timer::{TimerOptions, TimerThread, Unschedule};
 use std::future::Future;
 use std::hint::black_box;
-use std::sync::Barrier;
+use std::sync::{Barrier, Mutex};
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
@@ -36,11 +40,25 @@ const TIMEOUT: Duration = Duration::from_millis(100);
 /// Pairs between two reads of the clock.
 const REFRESH: u64 = 1024;
 
+/// The process's CPU time and the pairs done, over the runs since the last
+/// [`report_cpu`].
+static CPU: Mutex<(Duration, u64)> = Mutex::new((Duration::ZERO, 0));
+
+/// Prints the CPU time per pair of `peer`'s runs, and starts afresh.
+fn report_cpu(peer: &str) {
+    let (cpu, pairs) = std::mem::take(&mut *CPU.lock().unwrap());
+    eprintln!(
+        "timer_churn/{peer}: {:.1} ns of CPU per arm+cancel",
+        cpu.as_nanos() as f64 / pairs.max(1) as f64
+    );
+}
+
 /// Runs `pairs(iters)` on `THREADS` threads at once; returns the slowest
 /// thread's time.
 fn on_threads(iters: u64, pairs: impl Fn(u64) -> Duration + Sync) -> Duration {
     let barrier = Barrier::new(THREADS);
-    std::thread::scope(|s| {
+    let cpu0 = process_cpu_time();
+    let slowest = std::thread::scope(|s| {
         let hs: Vec<_> = (0..THREADS)
             .map(|_| {
                 s.spawn(|| {
@@ -50,7 +68,11 @@ fn on_threads(iters: u64, pairs: impl Fn(u64) -> Duration + Sync) -> Duration {
             })
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).max().unwrap()
-    })
+    });
+    let mut cpu = CPU.lock().unwrap();
+    cpu.0 += process_cpu_time() - cpu0;
+    cpu.1 += THREADS as u64 * iters;
+    slowest
 }
 
 fn churn(c: &mut Criterion) {
@@ -80,6 +102,7 @@ fn churn(c: &mut Criterion) {
             })
         })
     });
+    report_cpu("spindle");
     let stats = timer.stats();
     eprintln!(
         "spindle: {} scheduled, {} wake-ups of the timer thread, busy {:?}, {} slots, {} entries queued",
@@ -107,6 +130,7 @@ fn churn(c: &mut Criterion) {
             })
         })
     });
+    report_cpu("naive_heap");
     drop(naive);
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -134,6 +158,7 @@ fn churn(c: &mut Criterion) {
             })
         })
     });
+    report_cpu("tokio");
     drop(rt);
     g.finish();
 }

@@ -435,21 +435,50 @@ impl TimerThread {
         }
     }
 
+    /// Starts the process-wide timer thread with `options` instead of the
+    /// defaults (a longer [`TimerOptions::coalesce`], say, for a server
+    /// with many timers, or none for one that wants every sleep at its
+    /// deadline). Call it before anything uses the global timer (the first
+    /// runtime built, the first sleep): once it has started,
+    /// `configure_global` fails with [`TimerError::InvalidOptions`] and
+    /// changes nothing; bad options fail the same way.
+    #[cfg(not(loom))]
+    pub fn configure_global(options: TimerOptions) -> Result<&'static TimerThread, TimerError> {
+        let (timer, started) = Self::start_global_with(options)?;
+        if started {
+            Ok(timer)
+        } else {
+            Err(TimerError::InvalidOptions(
+                "the global timer thread has started already: configure it before its first use"
+                    .to_owned(),
+            ))
+        }
+    }
+
     /// Starts the global timer thread, unless another caller has.
     #[cfg(not(loom))]
     #[cold]
     #[inline(never)]
     fn start_global() -> Result<&'static TimerThread, TimerError> {
+        Self::start_global_with(TimerOptions::default()).map(|(timer, _)| timer)
+    }
+
+    /// Starts the global timer thread with `options`, unless another caller
+    /// has; says whether this call started it.
+    #[cfg(not(loom))]
+    fn start_global_with(
+        options: TimerOptions,
+    ) -> Result<(&'static TimerThread, bool), TimerError> {
         static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
         // One starter at a time, so that a loser does not start (and then
         // drop) a second thread. Nothing is left poisoned: the guard is
         // only held across `start`, which returns its failures.
         let _starting = STARTING.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(timer) = GLOBAL.get() {
-            return Ok(timer);
+            return Ok((timer, false));
         }
-        let timer = TimerThread::start(TimerOptions::default())?;
-        Ok(GLOBAL.get_or_init(|| timer))
+        let timer = TimerThread::start(options)?;
+        Ok((GLOBAL.get_or_init(|| timer), true))
     }
 
     /// Runs `f` on the timer thread at `deadline` (at once if it has passed).

@@ -9,6 +9,9 @@
 //! thread per task (`std::thread::sleep`). `benches/sleep_cpu.sh` runs the
 //! loads of `docs/benchmarks.md` beside Go (`peers/sleep_cpu.go`).
 //!
+//! `SLEEP_CPU_COALESCE_US=n` starts spindle's timer thread with
+//! `TimerOptions::coalesce` of n µs instead of the default.
+//!
 //! Output is one line: `system=… n=… d_us=… sleeps=… cpu_us_per_sleep=…
 //! cores=… late_p50_us=… late_p99_us=…`.
 
@@ -62,6 +65,16 @@ fn main() {
     let run = Duration::from_secs(secs);
     let (cpu, wall, sleeps) = match args[1].as_str() {
         "spindle" | "spindle-nospin" => {
+            if let Some(us) = std::env::var("SLEEP_CPU_COALESCE_US")
+                .ok()
+                .and_then(|v| v.parse().ok())
+            {
+                spindle_timer::TimerThread::configure_global(spindle_timer::TimerOptions {
+                    coalesce: Duration::from_micros(us),
+                    ..Default::default()
+                })
+                .expect("timer options");
+            }
             let mut b = spindle::Runtime::builder().workers(2);
             if args[1] == "spindle-nospin" {
                 b = b.sleep_spin(Duration::ZERO);
