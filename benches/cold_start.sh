@@ -36,18 +36,9 @@ done
 
 log() { printf '%s\n' "$*" >&2; }
 
-cargo build --release -q -p spindle-benches --bin cold_start
-rust_bin=target/release/cold_start
-go_bin=
-if [[ " $systems " == *" go "* ]]; then
-  if command -v go >/dev/null; then
-    go_bin=$(mktemp -d)/cold_start_go
-    (cd benches/peers && go build -o "$go_bin" cold_start.go)
-  else
-    log "go is not installed: Go's column is skipped"
-    systems=${systems//go/}
-  fi
-fi
+# shellcheck source=peers/build.sh
+source benches/peers/build.sh
+build_with_go_peer cold_start cold_start.go
 
 # case label, case argument, n
 cases=()

@@ -28,18 +28,9 @@ done
 
 log() { printf '%s\n' "$*" >&2; }
 
-cargo build --release -q -p spindle-benches --bin sleep_cpu
-rust_bin=target/release/sleep_cpu
-go_bin=
-if [[ " $systems " == *" go "* ]]; then
-  if command -v go >/dev/null; then
-    go_bin=$(mktemp -d)/sleep_cpu_go
-    (cd benches/peers && go build -o "$go_bin" sleep_cpu.go)
-  else
-    log "go is not installed: Go's column is skipped"
-    systems=${systems//go/}
-  fi
-fi
+# shellcheck source=peers/build.sh
+source benches/peers/build.sh
+build_with_go_peer sleep_cpu sleep_cpu.go
 
 loads=("1000 10000" "10000 100000" "1 1000")
 results=$(mktemp)

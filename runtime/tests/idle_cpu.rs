@@ -31,5 +31,8 @@ fn an_idle_runtime_parks() {
     std::thread::sleep(Duration::from_secs(2));
     let (cpu, wall) = (cpu_time() - cpu0, t0.elapsed());
     let cores = cpu.as_secs_f64() / wall.as_secs_f64();
-    assert!(cores < 0.05, "an idle runtime used {cores:.3} cores ({cpu:?} in {wall:?})");
+    assert!(
+        cores < 0.05,
+        "an idle runtime used {cores:.3} cores ({cpu:?} in {wall:?})"
+    );
 }

@@ -725,63 +725,61 @@ const PIDFD_SELF: libc::c_int = -10_000;
 pub fn stack_guard_regions() -> bool {
     static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *SUPPORTED.get_or_init(|| {
-        let page = page_size();
-        // SAFETY: a fresh private page of our own, advised, then unmapped.
-        unsafe {
-            let p = libc::mmap(
-                ptr::null_mut(),
-                page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            if p == libc::MAP_FAILED {
-                return false;
-            }
-            let ok = libc::madvise(p, page, MADV_GUARD_INSTALL) == 0;
-            libc::munmap(p, page);
-            ok
-        }
+        // SAFETY: the page is ours, fresh and unused.
+        on_scratch_page(|p, page| unsafe { libc::madvise(p, page, MADV_GUARD_INSTALL) == 0 })
     })
 }
 
 /// Whether `process_madvise` on the calling process takes any advice
-/// (Linux 6.13, with `PIDFD_SELF` from 6.15): then the guards of a slab, and
-/// the pages of a batch of dropped stacks, cost one call. Tried once.
+/// (Linux 6.13, with `PIDFD_SELF` from 6.15): then the pages of a batch of
+/// dropped stacks go back in one call. Tried once.
 fn vectored_advice() -> bool {
     static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *SUPPORTED.get_or_init(|| {
-        let page = page_size();
-        // SAFETY: a fresh private page of our own, advised, then unmapped.
-        unsafe {
-            let p = libc::mmap(
-                ptr::null_mut(),
-                page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            if p == libc::MAP_FAILED {
-                return false;
-            }
+        on_scratch_page(|p, page| {
             let range = libc::iovec {
                 iov_base: p,
                 iov_len: page,
             };
-            let advised = libc::syscall(
-                libc::SYS_process_madvise,
-                PIDFD_SELF,
-                &range,
-                1usize,
-                libc::MADV_DONTNEED,
-                0u32,
-            );
-            libc::munmap(p, page);
+            // SAFETY: the page is ours, fresh and unused; the kernel reads
+            // one iovec.
+            let advised = unsafe {
+                libc::syscall(
+                    libc::SYS_process_madvise,
+                    PIDFD_SELF,
+                    &range,
+                    1usize,
+                    libc::MADV_DONTNEED,
+                    0u32,
+                )
+            };
             advised == page as libc::c_long
-        }
+        })
     })
+}
+
+/// Maps a private page, asks `probe` about it (its address and length),
+/// and unmaps it; false if no page can be mapped.
+fn on_scratch_page(probe: impl FnOnce(*mut libc::c_void, usize) -> bool) -> bool {
+    let page = page_size();
+    // SAFETY: a fresh anonymous mapping at an address of the kernel's choice.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return false;
+    }
+    let answer = probe(p, page);
+    // SAFETY: our mapping, which nothing uses any more.
+    unsafe { libc::munmap(p, page) };
+    answer
 }
 
 /// Gives `advice` for every range, with `process_madvise` where the kernel
