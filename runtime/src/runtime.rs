@@ -127,8 +127,10 @@ impl Builder {
     /// comes meanwhile). Default 150 µs, within a budget: by default a
     /// worker spins at most 2 % of the time (its spins before parking
     /// included), and out of credit it parks and is woken by the timer
-    /// thread, a few µs later. Set explicitly, the spin has no budget: any
-    /// length is allowed, and every sleep gets it.
+    /// thread: later by the OS's wake-up (tens of µs on a VM), and, among
+    /// dense timers, by up to the timer's coalescing window (250 µs). Set
+    /// explicitly, the spin has no budget: any length is allowed, and every
+    /// sleep gets it.
     ///
     /// This trades CPU for precision. Waking a parked thread takes tens of
     /// µs on a VM, and milliseconds now and then when the host is busy: a

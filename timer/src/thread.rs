@@ -126,10 +126,12 @@ pub struct TimerOptions {
     /// How late a timer may fire so that it fires with others: when another
     /// timer is due within `coalesce` after the earliest one, the thread
     /// sleeps until the earliest one's deadline plus `coalesce` (without
-    /// busy-waiting) and fires every timer due by then at once. A lone
-    /// timer still fires at its deadline. So dense timers cost one wake-up
-    /// per `coalesce`, not one each, and none fires early. Default 250 µs;
-    /// 0 fires every timer at its own deadline; at most 1 s.
+    /// busy-waiting) and fires every timer due by then at once; a timer
+    /// scheduled into that window waits for its end too, without waking
+    /// the thread. A lone timer still fires at its deadline. So dense
+    /// timers cost one wake-up per `coalesce`, not one each, and none fires
+    /// early. Default 250 µs; 0 fires every timer at its own deadline; at
+    /// most 1 s.
     pub coalesce: Duration,
 }
 
@@ -774,8 +776,10 @@ impl fmt::Debug for TimerThread {
 
 /// What [`Runner::run_due`] found.
 enum Due {
-    /// Nothing more is due; the earliest deadline is this (or `NEVER`).
-    Next(u64),
+    /// Nothing more is due; the earliest deadline is the first (or
+    /// `NEVER`), and the second says when to wake for it, if later: the
+    /// end of a coalescing window ([`Runner::coalesced`]).
+    Next(u64, Option<u64>),
     /// Something earlier than the heap's top arrived: collect again.
     PullAgain,
     /// The thread is stopping.
@@ -900,12 +904,12 @@ impl Runner {
                 break;
             }
             self.collect();
-            let next = match self.run_due() {
-                Due::Next(next) => next,
+            let (next, together) = match self.run_due() {
+                Due::Next(next, together) => (next, together),
                 Due::PullAgain => continue,
                 Due::Stop => break,
             };
-            if !self.sleep(next) {
+            if !self.sleep(next, together) {
                 break;
             }
         }
@@ -954,10 +958,10 @@ impl Runner {
                 now = clock::now_ns();
                 if top.deadline > now {
                     if let Some(together) = self.coalesced(top.deadline) {
-                        return Due::Next(together);
+                        return Due::Next(top.deadline, Some(together));
                     }
                     if !self.spin.take(now, top.deadline - now) {
-                        return Due::Next(top.deadline);
+                        return Due::Next(top.deadline, None);
                     }
                     if let Some(due) = self.spin_until(top.deadline) {
                         return due;
@@ -986,14 +990,13 @@ impl Runner {
             }
             self.run_entry(top);
         }
-        Due::Next(NEVER)
+        Due::Next(NEVER, None)
     }
 
     /// When the heap's earliest timer, due at `first`, is not alone: if
     /// another is due within `coalesce` after it (the second earliest is
     /// one of the top's children), the instant to fire them together,
-    /// `first + coalesce`. (The other may be stale; then the wake-up is
-    /// merely later than it had to be, by at most `coalesce`.)
+    /// `first + coalesce`.
     fn coalesced(&self, first: u64) -> Option<u64> {
         if self.coalesce == 0 {
             return None;
@@ -1002,7 +1005,7 @@ impl Runner {
         let tops = self.heap.next_tops();
         tops.get(1..)?
             .iter()
-            .any(|e| e.deadline <= together)
+            .any(|e| e.deadline <= together && self.pool.table.is_live(e))
             .then_some(together)
     }
 
@@ -1105,9 +1108,12 @@ impl Runner {
         }
     }
 
-    /// Sleeps until `next` or a signal. Returns `false` if the thread must
-    /// stop.
-    fn sleep(&mut self, next: u64) -> bool {
+    /// Sleeps until `next` (or, coalescing, until `together`, without a
+    /// spin) or a signal. `next` is what schedulers compare with: only a
+    /// timer due before it wakes the thread; one due within a coalescing
+    /// window is collected when the window ends. Returns `false` if the
+    /// thread must stop.
+    fn sleep(&mut self, next: u64, together: Option<u64>) -> bool {
         let expected = {
             let mut g = lock(&self.shared.global);
             // Read under the mutex: `stop` sets the flag before bumping
@@ -1129,7 +1135,10 @@ impl Runner {
         self.shared
             .counters
             .busy(now.saturating_sub(self.awake_since));
-        let wake_at = clock::instant_of(next.saturating_sub(self.spin.lead(now, next)));
+        let wake_at = clock::instant_of(match together {
+            Some(together) => together,
+            None => next.saturating_sub(self.spin.lead(now, next)),
+        });
         self.shared.nsignals.wait_until(expected, wake_at);
         self.shared.counters.woke();
         self.awake_since = clock::now_ns();

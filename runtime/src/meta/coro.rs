@@ -57,7 +57,8 @@ pub(crate) unsafe fn install_coroutine<B>(t: TaskRef, stack: TaskStack, body: B)
 where
     B: FnOnce(TaskRef),
 {
-    debug_assert!(stack.is_guarded(), "a task runs on a guarded stack");
+    // One bit: the soundness of the stack's `Stack` impl rests on it.
+    assert!(stack.is_guarded(), "a task runs on a guarded stack");
     // corosensei's limit is the bottom of the mapping, whose first page is
     // the guard page.
     let limit = corosensei::stack::Stack::limit(&stack).get();

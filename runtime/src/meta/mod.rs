@@ -314,7 +314,9 @@ impl TaskMeta {
     ///
     /// # Safety
     /// As [`stack_size`](Self::stack_size), and the reference is dropped
-    /// before the task ends.
+    /// before the task ends, or the caller holds one of the task's refs
+    /// until it drops the reference (the name is cleared only when the
+    /// slot is freed).
     pub(crate) unsafe fn name(&self) -> Option<&str> {
         // SAFETY: the caller's contract.
         self.name.with(|p| unsafe { (*p).as_deref() })

@@ -171,7 +171,9 @@ impl TaskTable {
             }
         };
         let t = self.get(slot).expect("a free slot exists");
-        t.refs.store(2, Ordering::Relaxed);
+        // Release: an `acquire` that reads these refs reads the version
+        // bumped before them too.
+        t.refs.store(2, Ordering::Release);
         Some(t)
     }
 

@@ -105,7 +105,7 @@ const SPIN_TIME: Duration = Duration::from_micros(20);
 /// draining 100 000 timed-out sleeps about a fifth faster (`sleep_burst`).
 const PREFETCH_QUEUE_LEN: usize = 16;
 /// An idle worker releases surplus stacks only if its next sleep is due no
-/// sooner than this (a chunk of munmaps would make it late).
+/// sooner than this (a chunk of releases would make it late).
 const RELEASE_SLEEP_MARGIN: Duration = Duration::from_millis(2);
 
 thread_local! {
@@ -397,11 +397,11 @@ impl TaskGroup {
         }
         self.cancel_queued();
         self.cancel_blocked();
-        // The runtime is stopping: unmap our stacks and the pool's here. The
+        // The runtime is stopping: drop our stacks and the pool's here. The
         // last reference to the shared state may go elsewhere (a watchdog
         // sample on the timer thread), where unmapping would stall every
         // timer; and a stop called from a task does not wait to trim.
-        drop(std::mem::take(&mut *self.stacks.borrow_mut()));
+        crate::stack::drop_stacks(std::mem::take(&mut *self.stacks.borrow_mut()));
         self.control.stacks.trim();
         meta::table().give_back(&mut self.slots.borrow_mut());
         WORKER.with(|w| w.set(ptr::null()));
@@ -545,7 +545,16 @@ impl TaskGroup {
         // ends.
         let idle_budgeted = !self.poll.adapts();
         let sleep_budgeted = self.control.config.sleep_spin_budgeted;
-        let _charge = (idle_budgeted || sleep_budgeted).then(|| Charge {
+        // A look spent polling as the user asked (`idle_poll`) is not
+        // charged, unless it spins for a sleep of ours that is near.
+        let sleep_near = || {
+            self.next_sleep.get().is_some_and(|s| {
+                start
+                    .checked_add(self.control.config.sleep_spin)
+                    .is_none_or(|t| t >= s.deadline)
+            })
+        };
+        let _charge = (idle_budgeted || (sleep_budgeted && sleep_near())).then(|| Charge {
             budget: &self.spin_budget,
             start,
         });
@@ -635,7 +644,7 @@ impl TaskGroup {
         Look::Park(until)
     }
 
-    /// When idle: unmaps a chunk of the pool's surplus stacks, if it has
+    /// When idle: drops a chunk of the pool's surplus stacks, if it has
     /// some (`stack/mod.rs`), and returns whether it did. A chunk takes at most
     /// ~0.2 ms, during which this worker counts as searching (so new work
     /// may wait that long); so not when a sleep of ours is due sooner than

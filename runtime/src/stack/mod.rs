@@ -23,11 +23,11 @@
 //! limit, what stayed idle through a whole [`RELEASE_PERIOD`] (so for one
 //! to two periods) is surplus: the runtime's periodic housekeeping
 //! (`sched/watchdog.rs`) marks it, and workers with nothing to run drop it,
-//! [`RELEASE_CHUNK`] stacks at a time, looking for work between chunks.
+//! [`release_chunk`] stacks at a time, looking for work between chunks.
 //! Past a ceiling (twice the limit with guard regions, the limit itself
 //! without), a batch given back makes its pool drop as many of its coldest
 //! stacks at once, so the pools stay bounded even if no worker ever idles.
-//! Dropping stacks never unmaps one stack: their pages go back with one
+//! With guard regions, dropping stacks never unmaps one stack: their pages go back with one
 //! `MADV_DONTNEED` call per batch (`process_madvise`), and a slab is
 //! unmapped whole when its last stack is dropped. The limits are
 //! process-wide counts read under each pool's own lock, so concurrent pools
@@ -72,8 +72,21 @@ const POOL_SHARE_OF_MAP_COUNT: usize = 4;
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) const RELEASE_PERIOD: Duration = Duration::from_secs(1);
 /// Stacks an idle worker drops before it looks for work again: one
-/// `process_madvise` call (about 1 µs per stack that holds pages).
-pub(crate) const RELEASE_CHUNK: usize = 64;
+/// `process_madvise` call (about 1 µs per stack that holds pages) where the
+/// kernel takes it for the calling process (Linux 6.15)...
+const RELEASE_CHUNK_VECTORED: usize = 64;
+/// ... else one `madvise` each, a TLB shoot-down apiece when another thread
+/// runs (25 µs): at most about 0.2 ms.
+const RELEASE_CHUNK_EACH: usize = 8;
+
+/// Stacks an idle worker drops before it looks for work again.
+fn release_chunk() -> usize {
+    if vectored_advice() {
+        RELEASE_CHUNK_VECTORED
+    } else {
+        RELEASE_CHUNK_EACH
+    }
+}
 
 /// What the stacks of all runtimes amount to, counted process-wide.
 struct PoolCounts {
@@ -81,7 +94,7 @@ struct PoolCounts {
     pooled: AtomicUsize,
     /// Of those, the ones marked for release.
     marked: AtomicUsize,
-    /// Stacks whose address range could not be unmapped (see `TaskStack`'s
+    /// Slabs whose address range could not be unmapped (see `Slab`'s
     /// `Drop`).
     unmap_failures: AtomicUsize,
     /// Pools made so far: the next one's id, less one.
@@ -386,7 +399,7 @@ impl StackPool {
         Ok(())
     }
 
-    /// Unmaps every idle stack of the shared pool; returns how many.
+    /// Drops every idle stack of the shared pool; returns how many.
     pub(crate) fn trim(&self) -> usize {
         let idle = self.lock().pop_back(usize::MAX).collect::<Vec<_>>();
         let n = idle.len();
@@ -433,7 +446,7 @@ impl StackPool {
         counts().marked.load(Relaxed) > 0
     }
 
-    /// Drops up to [`RELEASE_CHUNK`] of the stacks marked for release, and
+    /// Drops up to [`release_chunk`] of the stacks marked for release, and
     /// never so many that the pools fall below their limit (other pools may
     /// have been drawn from since the marking); returns whether it dropped
     /// any.
@@ -449,7 +462,7 @@ impl StackPool {
                 return false;
             }
             let surplus = counts().pooled.load(Relaxed).saturating_sub(limit);
-            let n = shelf.release.min(RELEASE_CHUNK).min(surplus);
+            let n = shelf.release.min(release_chunk()).min(surplus);
             if n == 0 {
                 shelf.set_release(0);
                 return false;
@@ -658,7 +671,7 @@ impl Drop for TaskStack {
 /// per [`IOV_BATCH`] instead of one `madvise` each: so one TLB flush per
 /// batch, not per stack. Slabs left with no stack are unmapped whole; their
 /// stacks' pages are not advised first.
-fn drop_stacks(stacks: impl IntoIterator<Item = TaskStack>) {
+pub(crate) fn drop_stacks(stacks: impl IntoIterator<Item = TaskStack>) {
     let mut stacks = stacks.into_iter().peekable();
     while stacks.peek().is_some() {
         let mut batch: Vec<TaskStack> = stacks.by_ref().take(IOV_BATCH).collect();
@@ -859,7 +872,7 @@ impl TaskStack {
     /// before anything runs on it. A slab's stacks get their guards when
     /// they are first needed where the kernel has guard regions (so a
     /// stack reserved by a spawn but never run costs no syscall), and when
-    /// the slab is mapped otherwise (where the guard is a mapping of its
+    /// the stack is mapped otherwise (where the guard is a mapping of its
     /// own, which can run out: spawn reports that).
     #[inline]
     pub(crate) fn guard(&mut self) -> io::Result<()> {
@@ -880,7 +893,8 @@ impl TaskStack {
 }
 
 /// Maps a slab of `count` stacks (fewer if they would take more than
-/// [`SLAB_BYTES`]) with at least `size` usable bytes each, into `out`; guarded at once if `guard_now` or where the kernel has no
+/// [`SLAB_BYTES`], one where guards are mappings or a whole slab cannot be
+/// had) with at least `size` usable bytes each, into `out`; guarded at once if `guard_now` or where the kernel has no
 /// guard regions, else when first needed ([`TaskStack::guard`]).
 fn map_slab(
     size: usize,
@@ -905,7 +919,14 @@ fn map_slab(
         .checked_add(2 * page - 1)
         .map(|l| l & !(page - 1))
         .ok_or_else(|| annotate(io::ErrorKind::InvalidInput.into()))?;
-    let count = count.min((SLAB_BYTES / len).max(1));
+    // Without guard regions each stack's guard is a mapping of its own, and
+    // a slab's mappings would stay until all its stacks went: one stack to
+    // a slab there, so that each stack dropped gives its mappings back.
+    let count = if stack_guard_regions() {
+        count.min((SLAB_BYTES / len).max(1))
+    } else {
+        1
+    };
     let total = len
         .checked_mul(count)
         .ok_or_else(|| annotate(io::ErrorKind::InvalidInput.into()))?;
@@ -921,7 +942,13 @@ fn map_slab(
         )
     };
     if start == libc::MAP_FAILED {
-        return Err(annotate(io::Error::last_os_error()));
+        let e = io::Error::last_os_error();
+        // A whole slab may not be had where one stack may (a commit limit,
+        // `RLIMIT_AS`): one stack, then.
+        if count > 1 && e.kind() == io::ErrorKind::OutOfMemory {
+            return map_slab(size, 1, guard_now, out);
+        }
+        return Err(annotate(e));
     }
     // From here on, dropping `slab` unmaps it.
     let slab = Arc::new(Slab {
@@ -1031,11 +1058,11 @@ mod tests {
 
     #[test]
     fn releases_come_in_chunks_and_unmark_what_they_release() {
-        let pool = pool_with(RELEASE_CHUNK + 1);
+        let pool = pool_with(release_chunk() + 1);
         let t0 = Instant::now();
         tick(&pool, t0);
         assert!(tick(&pool, t0 + RELEASE_PERIOD));
-        assert_eq!(pool.lock().release, RELEASE_CHUNK + 1);
+        assert_eq!(pool.lock().release, release_chunk() + 1);
         assert!(pool.release_above(0));
         assert_eq!(pool.pooled(), 1);
         assert!(pool.release_above(0));
