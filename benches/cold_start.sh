@@ -34,8 +34,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-log() { printf '%s\n' "$*" >&2; }
-
 # shellcheck source=peers/build.sh
 source benches/peers/build.sh
 build_with_go_peer cold_start cold_start.go

@@ -26,8 +26,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-log() { printf '%s\n' "$*" >&2; }
-
 # shellcheck source=peers/build.sh
 source benches/peers/build.sh
 build_with_go_peer sleep_cpu sleep_cpu.go

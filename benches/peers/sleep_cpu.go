@@ -32,9 +32,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: sleep_cpu <n> <d_us> <secs>")
 		os.Exit(2)
 	}
-	n, _ := strconv.Atoi(os.Args[1])
-	dus, _ := strconv.Atoi(os.Args[2])
-	secs, _ := strconv.Atoi(os.Args[3])
+	var args [3]int
+	for i := range args {
+		v, err := strconv.Atoi(os.Args[i+1])
+		if err != nil || v < 0 {
+			fmt.Fprintln(os.Stderr, "usage: sleep_cpu <n> <d_us> <secs>: whole numbers, not", os.Args[i+1])
+			os.Exit(2)
+		}
+		args[i] = v
+	}
+	n, dus, secs := args[0], args[1], args[2]
 	d := time.Duration(dus) * time.Microsecond
 	var stop atomic.Bool
 	var completed atomic.Uint64

@@ -15,6 +15,7 @@
 //! Output is one line: `system=… n=… d_us=… sleeps=… cpu_us_per_sleep=…
 //! cores=… late_p50_us=… late_p99_us=…`.
 
+use spindle_benches::sleepers::process_cpu_time;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,15 +27,6 @@ const SAMPLES_PER_TASK: usize = 64;
 const SETTLE: Duration = Duration::from_secs(1);
 /// Sleeps completed, by every task.
 static COMPLETED: AtomicU64 = AtomicU64::new(0);
-
-fn cpu_time() -> Duration {
-    // SAFETY: getrusage fills the struct it is given.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(u.ru_utime) + tv(u.ru_stime)
-}
 
 /// What one task measured: lateness samples in ns.
 #[derive(Default)]
@@ -194,13 +186,13 @@ fn note(t: &mut Tally, deadline: Instant) {
 fn measure(run: Duration, stop: &AtomicBool) -> (Duration, Duration, u64) {
     std::thread::sleep(SETTLE);
     let (c0, t0, s0) = (
-        cpu_time(),
+        process_cpu_time(),
         Instant::now(),
         COMPLETED.load(Ordering::Relaxed),
     );
     std::thread::sleep(run);
     let (c1, t1, s1) = (
-        cpu_time(),
+        process_cpu_time(),
         Instant::now(),
         COMPLETED.load(Ordering::Relaxed),
     );
