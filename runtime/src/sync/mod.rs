@@ -24,6 +24,13 @@
 //! thread, as on a plain thread. If only a task of that same worker can end
 //! the wait, it never ends; and `interrupt` does not reach such a wait.
 
+mod barrier;
+pub mod mpsc;
+mod once_cell;
+pub mod oneshot;
+mod rwlock;
+mod semaphore;
+
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
 use crate::meta::wait_queue::WaitKind;
