@@ -63,9 +63,10 @@ fn lateness(c: &mut Criterion) {
     let mut g = c.benchmark_group("timer_lateness");
 
     let timer = TimerThread::start(TimerOptions::default()).unwrap();
-    let nospin = TimerThread::start(TimerOptions {
-        spin: Duration::ZERO,
-        ..TimerOptions::default()
+    let nospin = TimerThread::start({
+        let mut o = TimerOptions::default();
+        o.spin = Duration::ZERO;
+        o
     })
     .unwrap();
     let naive = NaiveTimer::new();

@@ -78,6 +78,7 @@ fn run_connection(
 }
 
 fn main() {
+    spindle_examples::init_tracing();
     let args = parse_args().unwrap_or_else(|e| {
         eprintln!("echo_client: {e}");
         std::process::exit(2);

@@ -57,6 +57,7 @@ fn echo(stream: TcpStream) -> std::io::Result<u64> {
 }
 
 fn main() {
+    spindle_examples::init_tracing();
     let args = parse_args().unwrap_or_else(|e| {
         eprintln!("echo_server: {e}");
         std::process::exit(2);

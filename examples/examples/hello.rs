@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 fn main() {
+    spindle_examples::init_tracing();
     let rt = spindle::Runtime::new().expect("start the runtime");
     let start = Instant::now();
     let total = rt.block_on(|| {

@@ -103,6 +103,7 @@ fn next(x: &mut u64) -> u64 {
 }
 
 fn main() {
+    spindle_examples::init_tracing();
     let quick = std::env::args().any(|a| a == "--quick");
     let (clients, calls_per_client, servers) = if quick {
         (64, 50, 64)

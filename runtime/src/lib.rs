@@ -23,6 +23,21 @@
 //! assert_eq!(sum, 285);
 //! ```
 //!
+//! # What blocks a worker
+//!
+//! A started task stays on its worker thread, so whatever blocks the
+//! *thread* stops every task of that worker until it returns: std's locks
+//! and channels (and libraries built on them), `std::thread::sleep`, and
+//! blocking syscalls (std's sockets and files, DNS lookups, blocking FFI).
+//! A `std::sync::Mutex` held across a [`sleep`] and wanted by another task
+//! of the same worker deadlocks that worker for good. Use [`sync`]'s locks
+//! and channels, [`sleep`], [`net`] and [`io::wait_fd`] instead, and run
+//! the rest on the blocking pool with [`task::spawn_blocking`]. The stall
+//! watchdog's warning (a `tracing` event) names a task that holds its
+//! worker too long and says a blocking call is the likely cause.
+//! `thread_local!` is per worker thread, shared by its tasks; use
+//! [`task_local!`] for a value per task.
+//!
 //! # Safety model
 //!
 //! `spawn` is safe, so spindle must be sound for any safe code: a task that
@@ -85,16 +100,52 @@ pub mod io;
 // Public layers.
 pub mod net;
 mod runtime;
+mod scope;
 pub mod sync;
 pub mod task;
 mod time;
 
-pub use error::{JoinError, NoSuchTask, SetWorkersError, SleepError, WaitError};
+pub use error::{JoinError, NoSuchTask, PanicPayload, SetWorkersError, SleepError, WaitError};
 pub use id::TaskId;
 pub use runtime::{global_runtime, Builder, Runtime, RuntimeStats, DEFAULT_STACK_SIZE};
+pub use scope::{scope, Scope, ScopedJoinHandle};
 pub use stack::{stack_guard_regions, MIN_STACK_SIZE};
 pub use task::{current, spawn, spawn_urgent, yield_now, JoinHandle};
 pub use time::{
     current_deadline, interrupt, is_stopped, sleep, sleep_until, stop, usleep, with_deadline,
 };
 pub use wait::Butex;
+
+/// Declares per-task storage: keys of type [`task::LocalKey`], one value
+/// per task, in `thread_local!`'s shape.
+///
+/// ```
+/// use std::cell::Cell;
+/// spindle::task_local! {
+///     static REQUEST_ID: Cell<u64> = Cell::new(0);
+/// }
+/// let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+/// rt.block_on(|| {
+///     REQUEST_ID.with(|id| id.set(7));
+///     let child = spindle::spawn(|| REQUEST_ID.with(|id| id.get()));
+///     assert_eq!(child.join().unwrap(), 0); // a child starts afresh
+///     assert_eq!(REQUEST_ID.with(|id| id.get()), 7);
+/// });
+/// ```
+#[macro_export]
+macro_rules! task_local {
+    () => {};
+    ($(#[$attr:meta])* $vis:vis static $name:ident: $t:ty = $init:expr; $($rest:tt)*) => {
+        $(#[$attr])*
+        $vis static $name: $crate::task::LocalKey<$t> = $crate::task::LocalKey::new({
+            fn init() -> $t {
+                $init
+            }
+            init
+        });
+        $crate::task_local!($($rest)*);
+    };
+    ($(#[$attr:meta])* $vis:vis static $name:ident: $t:ty = $init:expr) => {
+        $crate::task_local!($(#[$attr])* $vis static $name: $t = $init;);
+    };
+}

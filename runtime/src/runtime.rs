@@ -250,8 +250,10 @@ impl Builder {
     }
 }
 
-/// Counters of a runtime, summed over its workers.
+/// Counters of a runtime, summed over its workers (`#[non_exhaustive]`:
+/// counters may be added).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct RuntimeStats {
     pub workers: usize,
     pub spawned: u64,

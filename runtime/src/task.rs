@@ -13,6 +13,7 @@
 use crate::error::{JoinError, NoSuchTask};
 use crate::io::blocking;
 use crate::loom::sync::atomic::Ordering;
+use crate::meta::locals::LocalValues;
 use crate::meta::seam::Suspend;
 use crate::meta::slots::PendingBody;
 use crate::meta::wait_queue::WaitKind;
@@ -126,7 +127,12 @@ fn run_body<F, T>(t: TaskRef, f: F)
 where
     F: FnOnce() -> T,
 {
-    let result = panic::catch_unwind(panic::AssertUnwindSafe(f));
+    finish_body(t, panic::catch_unwind(panic::AssertUnwindSafe(f)));
+}
+
+/// Stores what a task's body came to, for its handle (or drops it, if the
+/// handle is gone).
+fn finish_body<T>(t: TaskRef, result: std::thread::Result<T>) {
     if let Err(p) = &result {
         // SAFETY: the task is alive (it runs this).
         let name = unsafe { t.name() }.unwrap_or("<unnamed>");
@@ -151,6 +157,38 @@ where
         let result = unsafe { t.result_mut().take::<std::thread::Result<T>>() };
         drop_unread(t, result);
     }
+}
+
+/// Spawns a body that may borrow (a scoped task's), as `builder` says:
+/// `body` runs `f` under its own `catch_unwind` and returns what it came
+/// to, with a token `M` that is dropped once the result is stored (or
+/// dropped, detached). The body is dropped unrun if the spawn fails, or
+/// the task is cancelled before it runs.
+///
+/// # Safety
+/// What `body` borrows must stay valid until its token has dropped.
+pub(crate) unsafe fn spawn_unchecked<B, T, M>(
+    builder: Builder,
+    body: B,
+) -> io::Result<JoinHandle<T>>
+where
+    B: FnOnce() -> (std::thread::Result<T>, M) + Send,
+{
+    let control = spawn_target().0;
+    let task_body = move |t: TaskRef| {
+        let (result, token) = body();
+        finish_body(t, result);
+        drop(token);
+    };
+    if control.stopping.load(Ordering::Acquire) {
+        return cancelled_at_once(task_body);
+    }
+    // SAFETY: the caller's promise covers what the body borrows: the task
+    // uses none of it once the token has dropped.
+    let t = unsafe { prepare_unchecked(control, builder.stack_size, builder.name, task_body)? };
+    let handle = JoinHandle::new(t);
+    start(control, t, false);
+    Ok(handle)
 }
 
 /// Drops a detached task's result, as the task. A `Drop` that panics is
@@ -355,7 +393,7 @@ impl<T> JoinHandle<T> {
                     // only reader.
                     let r = unsafe { self.task.result_mut().take::<std::thread::Result<T>>() };
                     self.task.result_taken();
-                    return r.map_err(JoinError::Panicked);
+                    return r.map_err(|p| JoinError::Panicked(crate::error::PanicPayload::new(p)));
                 }
                 _ => return Err(JoinError::Cancelled),
             }
@@ -467,6 +505,68 @@ pub fn current_name() -> Option<String> {
     // SAFETY: we are the task itself, so it has not ended; the reference
     // is dropped before we return.
     unsafe { t.name() }.map(str::to_owned)
+}
+
+/// A key to per-task storage, made by [`task_local!`](crate::task_local)
+/// (bthread's `bthread_key`).
+///
+/// Each task has its own value for a key, made by the key's initializer
+/// the first time the task uses it, and dropped when the task ends (as a
+/// `thread_local!` value drops when its thread ends): on the task's own
+/// stack, before a `join` of it returns. A child task starts with none of
+/// its parent's values. On a plain thread (outside any task) the values are
+/// that thread's, dropped when it exits.
+///
+/// `std`'s `thread_local!` is per *worker thread*: every task that runs on
+/// that worker shares its value, one after another. Use it for caches that
+/// any task may use; use `task_local!` for what belongs to one task (a
+/// request's context, say).
+pub struct LocalKey<T: 'static> {
+    init: fn() -> T,
+}
+
+impl<T: 'static> fmt::Debug for LocalKey<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalKey").finish_non_exhaustive()
+    }
+}
+
+std::thread_local! {
+    /// The task-local values of a plain thread (code outside any task).
+    static THREAD_LOCAL_VALUES: std::cell::UnsafeCell<LocalValues> =
+        const { std::cell::UnsafeCell::new(LocalValues::new()) };
+}
+
+impl<T: 'static> LocalKey<T> {
+    #[doc(hidden)]
+    pub const fn new(init: fn() -> T) -> Self {
+        LocalKey { init }
+    }
+
+    /// Calls `f` with the current task's value, made first if the task has
+    /// none yet. The value is shared, as a `thread_local!`'s: mutate it
+    /// through a `Cell` or a `RefCell`.
+    pub fn with<F, R>(&'static self, f: F) -> R
+    where
+        F: FnOnce(&T) -> R,
+    {
+        let key = ptr::from_ref(self) as usize;
+        let value = match sched::current_task() {
+            // SAFETY: we are the task itself; references into its values
+            // reach only their (boxed) contents, and values stay until the
+            // task ends, after this call.
+            Some(t) => unsafe {
+                LocalValues::get_or_init(ptr::from_mut(t.locals_mut()), key, self.init)
+            },
+            // SAFETY: this thread's storage, used by this thread alone; its
+            // values stay until the thread exits.
+            None => THREAD_LOCAL_VALUES
+                .with(|v| unsafe { LocalValues::get_or_init(v.get(), key, self.init) }),
+        };
+        // SAFETY: `get_or_init` returns a value that stays valid until the
+        // task (or thread) ends, which is not before `f` returns.
+        f(unsafe { &*value })
+    }
 }
 
 /// The id of the running task, `None` on a plain thread.

@@ -23,7 +23,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("scheduler", &["sched"]),
     ("wait", &["wait"]),
     ("io", &["io"]),
-    ("public", &["net", "runtime", "sync", "task", "time"]),
+    (
+        "public",
+        &["net", "runtime", "scope", "sync", "task", "time"],
+    ),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -100,8 +100,11 @@ use std::time::{Duration, Instant};
 /// Largest accepted [`TimerOptions::num_buckets`].
 pub const MAX_BUCKETS: usize = 1024;
 
-/// Configuration of a [`TimerThread`].
+/// Configuration of a [`TimerThread`]. Start from `Default::default()` and
+/// assign the fields to change (the struct is `#[non_exhaustive]`: it may
+/// grow).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TimerOptions {
     /// Number of buckets that scheduling threads spread over, `1..=1024`.
     /// Default 13 (bthread's choice): a few times the number of threads that

@@ -9,16 +9,18 @@ use std::time::{Duration, Instant};
 #[test]
 fn the_global_timer_takes_options_only_before_its_first_use() {
     // Bad options are refused, and nothing starts.
-    let e = TimerThread::configure_global(TimerOptions {
-        coalesce: Duration::MAX,
-        ..Default::default()
+    let e = TimerThread::configure_global({
+        let mut o = TimerOptions::default();
+        o.coalesce = Duration::MAX;
+        o
     })
     .unwrap_err();
     assert!(matches!(e, TimerError::InvalidOptions(_)), "{e}");
-    let timer = TimerThread::configure_global(TimerOptions {
-        coalesce: Duration::ZERO,
-        name: "configured-timer".to_owned(),
-        ..Default::default()
+    let timer = TimerThread::configure_global({
+        let mut o = TimerOptions::default();
+        o.coalesce = Duration::ZERO;
+        o.name = "configured-timer".to_owned();
+        o
     })
     .expect("the first configuration starts it");
     assert!(std::ptr::eq(timer, TimerThread::global()));

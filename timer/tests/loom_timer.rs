@@ -27,9 +27,10 @@ fn model<F: Fn() + Sync + Send + 'static>(f: F) {
 }
 
 fn timer() -> TimerThread {
-    TimerThread::start(TimerOptions {
-        num_buckets: 1,
-        ..TimerOptions::default()
+    TimerThread::start({
+        let mut o = TimerOptions::default();
+        o.num_buckets = 1;
+        o
     })
     .unwrap()
 }

@@ -508,9 +508,10 @@ fn concurrent_schedulers_lose_nothing() {
 /// When the instants the timers of `deadlines` (offsets from now) fired,
 /// on a timer thread that coalesces within `coalesce`.
 fn fire_times(coalesce: Duration, deadlines: &[Duration]) -> Vec<(Instant, Instant)> {
-    let timer = TimerThread::start(spindle_timer::TimerOptions {
-        coalesce,
-        ..Default::default()
+    let timer = TimerThread::start({
+        let mut o = spindle_timer::TimerOptions::default();
+        o.coalesce = coalesce;
+        o
     })
     .unwrap();
     let t0 = Instant::now();

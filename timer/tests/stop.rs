@@ -265,58 +265,65 @@ fn concurrent_stops_all_wait_for_the_thread() {
 #[test]
 fn bad_options_are_errors_not_panics() {
     for num_buckets in [0, 1025, usize::MAX] {
-        let r = TimerThread::start(TimerOptions {
-            num_buckets,
-            ..TimerOptions::default()
+        let r = TimerThread::start({
+            let mut o = TimerOptions::default();
+            o.num_buckets = num_buckets;
+            o
         });
         let e = r.unwrap_err();
         assert!(matches!(e, TimerError::InvalidOptions(_)));
         assert!(e.to_string().contains("num_buckets"), "{e}");
     }
     for timer_slack in [Duration::from_millis(1001), Duration::MAX] {
-        let e = TimerThread::start(TimerOptions {
-            timer_slack,
-            ..TimerOptions::default()
+        let e = TimerThread::start({
+            let mut o = TimerOptions::default();
+            o.timer_slack = timer_slack;
+            o
         })
         .unwrap_err();
         assert!(e.to_string().contains("timer_slack"), "{e}");
     }
     // A spin longer than the spin budget's credit could never be given.
     for spin in [Duration::from_micros(1001), Duration::MAX] {
-        let e = TimerThread::start(TimerOptions {
-            spin,
-            ..TimerOptions::default()
+        let e = TimerThread::start({
+            let mut o = TimerOptions::default();
+            o.spin = spin;
+            o
         })
         .unwrap_err();
         assert!(e.to_string().contains("spin"), "{e}");
     }
     for coalesce in [Duration::from_millis(1001), Duration::MAX] {
-        let e = TimerThread::start(TimerOptions {
-            coalesce,
-            ..TimerOptions::default()
+        let e = TimerThread::start({
+            let mut o = TimerOptions::default();
+            o.coalesce = coalesce;
+            o
         })
         .unwrap_err();
         assert!(e.to_string().contains("coalesce"), "{e}");
     }
-    let timer = TimerThread::start(TimerOptions {
-        spin: Duration::from_millis(1),
-        ..TimerOptions::default()
+    let timer = TimerThread::start({
+        let mut o = TimerOptions::default();
+        o.spin = Duration::from_millis(1);
+        o
     })
     .unwrap();
     sentinel(&timer, Instant::now() + Duration::from_millis(2));
     for num_buckets in [1, 1024] {
-        let timer = TimerThread::start(TimerOptions {
-            num_buckets,
-            ..TimerOptions::default()
+        let timer = TimerThread::start({
+            let mut o = TimerOptions::default();
+            o.num_buckets = num_buckets;
+            o
         })
         .unwrap();
         sentinel(&timer, Instant::now());
     }
     // Zero slack means "the kernel default" to prctl; it is raised to 1 ns.
-    let timer = TimerThread::start(TimerOptions {
-        timer_slack: Duration::ZERO,
-        name: String::new(),
-        ..TimerOptions::default()
+    let timer = TimerThread::start({
+        let mut o = TimerOptions::default();
+        o.timer_slack = Duration::ZERO;
+        o.name = String::new();
+        o
     })
     .unwrap();
     sentinel(&timer, Instant::now());

@@ -61,9 +61,10 @@ fn main() {
                 .ok()
                 .and_then(|v| v.parse().ok())
             {
-                spindle_timer::TimerThread::configure_global(spindle_timer::TimerOptions {
-                    coalesce: Duration::from_micros(us),
-                    ..Default::default()
+                spindle_timer::TimerThread::configure_global({
+                    let mut o = spindle_timer::TimerOptions::default();
+                    o.coalesce = Duration::from_micros(us);
+                    o
                 })
                 .expect("timer options");
             }

@@ -345,12 +345,7 @@ impl From<Direction> for Interest {
 /// interrupt's `Interrupted`, a stop's `Other` (never `Interrupted`, which
 /// std's retry loops would swallow for good).
 pub(crate) fn wait_error(e: WaitError) -> io::Error {
-    let kind = match e {
-        WaitError::DeadlineExceeded | WaitError::TimedOut => io::ErrorKind::TimedOut,
-        WaitError::Interrupted => io::ErrorKind::Interrupted,
-        WaitError::Stopped | WaitError::WouldBlock => io::ErrorKind::Other,
-    };
-    io::Error::new(kind, e)
+    e.into()
 }
 
 /// Whether `e` is the end of a wait by `interrupt` (not a syscall's

@@ -36,6 +36,8 @@ impl<B: FnOnce(TaskRef)> UnrunBody<B> {
         unsafe { self.t.set_yielder(y) };
         let body = self.body.take().expect("a body runs once");
         body(self.t);
+        // Its task-locals drop as the task ends, as a thread's do.
+        super::locals::drop_locals(self.t);
     }
 }
 

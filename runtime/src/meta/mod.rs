@@ -17,7 +17,8 @@
 //!   worker running it, the wait list it sleeps in — owns its scheduling
 //!   fields (coroutine, body, reserved stack, errno).
 //!   Hand-offs are ordered by the queues' release/acquire operations;
-//! - *the task itself* owns its yielder and its deadline scope;
+//! - *the task itself* owns its yielder, its deadline scope and its
+//!   task-local values ([`locals`]);
 //! - *its home worker* owns the links of its list of started tasks;
 //! - fields written at spawn, before the task is published, are read-only
 //!   afterwards (its runtime, stack size, name);
@@ -26,6 +27,7 @@
 //!   ordered by the join queue and `result_state`.
 
 mod coro;
+pub(crate) mod locals;
 pub(crate) mod seam;
 pub(crate) mod slots;
 mod table;
@@ -135,6 +137,8 @@ pub(crate) struct TaskMeta {
     /// The guard page below the task's stack, `[lo, hi)`, for overflow reports.
     guard: UnsafeCell<(usize, usize)>,
     name: UnsafeCell<Option<String>>,
+    /// The task's `task_local!` values; only the task itself touches them.
+    locals: UnsafeCell<locals::LocalValues>,
     result: UnsafeCell<ResultSlot>,
     /// Who drops the result: `RESULT_*`.
     result_state: AtomicU8,
@@ -198,6 +202,7 @@ impl TaskMeta {
             stack_size: UnsafeCell::new(0),
             guard: UnsafeCell::new((0, 0)),
             name: UnsafeCell::new(None),
+            locals: UnsafeCell::new(locals::LocalValues::new()),
             result: UnsafeCell::new(ResultSlot::empty()),
             result_state: AtomicU8::new(RESULT_OPEN),
             join: WaitQueue::new(RUNNING),
@@ -320,6 +325,17 @@ impl TaskMeta {
     pub(crate) unsafe fn name(&self) -> Option<&str> {
         // SAFETY: the caller's contract.
         self.name.with(|p| unsafe { (*p).as_deref() })
+    }
+
+    /// The task's `task_local!` values.
+    ///
+    /// # Safety
+    /// The caller is the task itself (running it, or ending it), and holds
+    /// no other reference into the values but to their contents.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn locals_mut(&self) -> &mut locals::LocalValues {
+        // SAFETY: the caller's contract: the task alone touches its values.
+        self.locals.with_mut(|p| unsafe { &mut *p })
     }
 
     // ------------------------------------------------------------- holder

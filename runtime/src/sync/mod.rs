@@ -310,6 +310,7 @@ impl Condvar {
 
 /// [`CountdownEvent::add_count`] would have taken the count past `u32::MAX`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CountOverflow {
     /// The count when the events were to be added.
     pub count: u32,
