@@ -240,3 +240,59 @@ impl<T> ScopedJoinHandle<'_, T> {
         r
     }
 }
+
+/// Loom model of a scope's end: members counted out on other threads (one
+/// by running its body, one by dropping it unrun) race the caller's wait,
+/// which must return only once both are gone, and must return then.
+#[cfg(all(test, loom))]
+mod loom_scope {
+    use super::{ScopeData, ScopeMember};
+    use crate::loom::sync::atomic::{AtomicUsize, Ordering};
+    use crate::wait::Butex;
+    use loom::thread;
+    use std::sync::Arc;
+
+    #[test]
+    fn loom_a_scope_ends_after_its_last_member() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            let data = Arc::new(ScopeData {
+                live: Butex::new(2),
+                unjoined_panics: AtomicUsize::new(0),
+            });
+            let done = Arc::new(AtomicUsize::new(0));
+            let racers: Vec<_> = (0..2)
+                .map(|i| {
+                    let member = ScopeMember {
+                        body: Some(done.clone()),
+                        data: data.clone(),
+                    };
+                    thread::spawn(move || {
+                        let mut member = member;
+                        if i == 0 {
+                            // Ran: its effect is published by the count-out.
+                            let done = member.body.take().expect("a body");
+                            done.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            // Dropped unrun: the drop counts it out.
+                            let body = member.body.as_ref().expect("a body");
+                            body.fetch_add(1, Ordering::Relaxed);
+                        }
+                        drop(member);
+                    })
+                })
+                .collect();
+            data.wait_all();
+            assert_eq!(data.live.value().load(Ordering::Relaxed), 0);
+            assert_eq!(
+                done.load(Ordering::Relaxed),
+                2,
+                "every member's effect is seen"
+            );
+            for r in racers {
+                r.join().unwrap();
+            }
+        });
+    }
+}

@@ -318,3 +318,32 @@ fn a_notification_taken_by_a_waiter_whose_deadline_passes_is_passed_on() {
         "the second waiter was woken in the first one's place"
     );
 }
+
+/// Guards the shape that deadlocks a worker with `std::sync::Mutex`: on
+/// one worker, a task holds the lock across a sleep while another task
+/// contends for it. With std's lock the contender would block the worker
+/// thread, and the holder could never resume to unlock; spindle's suspends
+/// the contender, so both finish.
+#[test]
+fn the_std_mutex_deadlock_shape_completes() {
+    let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+    let m = Arc::new(Mutex::new(0u32));
+    let m2 = m.clone();
+    let contenders = rt.block_on(move || {
+        let mut g = m2.lock().unwrap();
+        // Contenders on the same (only) worker, queued while we hold it.
+        let contenders: Vec<_> = (0..4)
+            .map(|_| {
+                let m = m2.clone();
+                spindle::spawn(move || *m.lock().unwrap() += 10)
+            })
+            .collect();
+        spindle::sleep(Duration::from_millis(20)).unwrap();
+        *g += 1;
+        contenders
+    });
+    for c in contenders {
+        c.join().unwrap();
+    }
+    assert_eq!(*m.lock().unwrap(), 41);
+}
