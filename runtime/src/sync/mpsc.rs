@@ -253,6 +253,8 @@ impl<T> Chan<T> {
         Err(TryRecvError::Empty)
     }
 
+    // `SPINS` is 0 under loom.
+    #[cfg_attr(loom, allow(clippy::reversed_empty_ranges))]
     fn recv(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         match self.try_recv() {
             Err(TryRecvError::Empty) => {}
