@@ -13,7 +13,9 @@
 //! ever woken, through a butex, so waits cost nothing while nobody waits.
 //!
 //! **The receiver** (there is one: [`Receiver`] is `Send` but not `Sync`)
-//! spins on the queue for a moment, then parks: it stores `PARKED` in the
+//! first looks again for a moment (a task yields once, so that a producer
+//! ready on its own worker can deliver without a wait and a wake-up; then
+//! it, or a thread, spins on the queue's emptiness check), then parks: it stores `PARKED` in the
 //! `rx` butex, fences, pops once more, and waits while the value is still
 //! `PARKED`. A sender pushes, fences, and loads the flag; only if it reads
 //! `PARKED` does it swap it to `IDLE` and wake the receiver (the swap lets
@@ -68,6 +70,7 @@ use crate::error::WaitError;
 use crate::loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use crate::loom::UnsafeCell;
 use crate::meta::wait_queue::WaitKind;
+use crate::sched;
 use crate::wait::{self, Butex};
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
@@ -87,9 +90,10 @@ const IDLE: u32 = 0;
 /// The receiver's flag: parked, or about to park; a sender must wake it.
 const PARKED: u32 = 1;
 
-/// Pops a receiver tries before it parks. A pop of an empty queue is a few
-/// nanoseconds; a park and its wake-up cost far more, and a producer on
-/// another core often delivers within that time.
+/// How many times a receiver on a plain thread looks at an empty queue
+/// (a few loads, no fence) before it parks. A park and its wake-up cost
+/// microseconds; a producer on another core often delivers within that
+/// time. (A task yields once instead; see `Chan::recv`.)
 #[cfg(not(loom))]
 const SPINS: u32 = 32;
 /// No spinning in the models: it only multiplies their interleavings.
@@ -230,7 +234,12 @@ impl<T> Chan<T> {
     #[inline]
     fn pop(&self) -> Option<T> {
         match &self.flavor {
+            // `is_empty` first: a pop of an empty queue fences, and a
+            // receiver often looks at an empty queue. (Its loads come after
+            // our park handshake's fence, which is what the handshake needs.)
+            Flavor::List(q) if q.is_empty() => None,
             Flavor::List(q) => q.pop(),
+            Flavor::Array(q) if q.is_empty() => None,
             Flavor::Array(q) => {
                 let v = q.pop()?;
                 self.notify_tx();
@@ -260,9 +269,19 @@ impl<T> Chan<T> {
             Err(TryRecvError::Empty) => {}
             r => return r.map_err(RecvTimeoutError::from),
         }
-        // A rendezvous sender waits for us: park at once, so that it sees
-        // us (`try_send` hands over only to a parked receiver).
+        // Before parking: a task yields once, which lets a producer
+        // ready on its worker (a ping-pong partner, say) deliver without
+        // a wait and a wake-up, and costs little when none is (spinning
+        // would only delay such a producer). A plain thread spins for a
+        // moment. A rendezvous receiver parks at once: its sender waits
+        // for it, and `try_send` hands over only to a parked receiver.
         if !matches!(self.flavor, Flavor::Zero(_)) {
+            if sched::suspendable_task().is_some() {
+                crate::task::yield_now();
+                if let Some(v) = self.pop() {
+                    return Ok(v);
+                }
+            }
             for _ in 0..SPINS {
                 std::hint::spin_loop();
                 if let Some(v) = self.pop() {
@@ -1157,6 +1176,9 @@ mod model_queue {
         pub(super) fn pop(&self) -> Option<T> {
             lock(&self.0).pop_front()
         }
+        pub(super) fn is_empty(&self) -> bool {
+            lock(&self.0).is_empty()
+        }
     }
 
     pub(super) struct ArrayQueue<T> {
@@ -1184,6 +1206,9 @@ mod model_queue {
         }
         pub(super) fn is_full(&self) -> bool {
             lock(&self.q).len() == self.cap
+        }
+        pub(super) fn is_empty(&self) -> bool {
+            lock(&self.q).is_empty()
         }
     }
 }
