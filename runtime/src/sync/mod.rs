@@ -18,6 +18,10 @@
 //!   waiter that read the number before the bump but had not yet begun to
 //!   wait returns too, a spurious wake-up, which condvars allow.)
 //! - [`CountdownEvent`]: a count in a butex; waiters wait for it to reach 0.
+//! - [`mpsc`] and [`oneshot`]: channels. Unlike the locks above, their
+//!   waits *are* ended by `interrupt` and `stop` (with `Interrupted` and
+//!   `Stopped`), since a receive may wait for good; each module's docs
+//!   give its protocol.
 //!
 //! A task that waits while it unwinds (in a `Drop` run by a panic, or by the
 //! runtime's stop) cannot switch out mid-unwind: the wait blocks its worker
