@@ -1,101 +1,98 @@
 //! The flagship use of spindle: an RPC client whose every call runs under a
 //! deadline that almost never fires.
 //!
-//! Client tasks call a simulated server (a pool of server tasks behind a
-//! queue). Each call is wrapped in `with_deadline`: everything it blocks on
-//! inside — the queue's mutex, the wait for the reply — fails with
-//! `DeadlineExceeded` once the deadline passes, without a timeout being
-//! threaded through each function. Most calls answer in about 100 µs and
-//! cancel their deadline timer; a few hit a slow server and time out. The
-//! call carries its deadline in the request (`current_deadline`), so that a
-//! server drops the calls whose callers have given up instead of serving
-//! them for nobody.
+//! Client tasks call a simulated server: a pool of server tasks that take
+//! requests from one bounded channel (`sync::mpsc::sync_channel`, shared
+//! through a `sync::Mutex`) and answer each on its own
+//! `sync::oneshot`. Each call is wrapped in `with_deadline`: everything it
+//! blocks on inside (a full request queue, the wait for the reply) fails
+//! with `DeadlineExceeded` once the deadline passes, without a timeout
+//! being threaded through each function. Most calls answer in about
+//! 100 µs and cancel their deadline timer; a few hit a slow server and time
+//! out. The call carries its deadline in the request (`current_deadline`),
+//! so that a server drops the calls whose callers have given up instead of
+//! serving them for nobody. The tasks run in a `spindle::scope`, so they
+//! borrow the channel and the counters instead of sharing them through
+//! `Arc`s, and the servers end when the last request sender goes.
 //!
 //! `cargo run --release --example rpc_client` (add `-- --quick` for a short run)
 
-use spindle::sync::{Condvar, Mutex};
-use spindle::{Butex, WaitError};
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use spindle::sync::mpsc::{self, Receiver, SyncSender};
+use spindle::sync::{oneshot, Mutex};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// The deadline of every call.
 const DEADLINE: Duration = Duration::from_millis(5);
 
-/// One pending call: the server stores the answer and wakes the caller.
-struct Call {
+/// One call on its way to a server.
+struct Request {
     request: u64,
     /// The caller's deadline: past it, nobody waits for the answer.
     expires: Option<Instant>,
-    answer: AtomicU64,
-    /// 0 while pending, 1 once answered.
-    done: Butex,
+    reply: oneshot::Sender<u64>,
 }
 
-/// The simulated server: a queue and the tasks that serve it.
-struct Server {
-    queue: Mutex<VecDeque<Arc<Call>>>,
-    ready: Condvar,
-    /// Calls dropped unserved: their callers' deadlines had passed.
-    dropped: AtomicU32,
+/// Why a call got no answer.
+#[derive(Debug)]
+enum CallError {
+    /// The caller's deadline passed first.
+    DeadlineExceeded,
+    /// The servers are gone.
+    Disconnected,
 }
 
-impl Server {
-    fn serve(&self, rng: &mut u64) {
-        loop {
-            let call = {
-                let q = self.queue.lock().expect("no deadline in servers");
-                let mut q = self
-                    .ready
-                    .wait_while(q, |q| q.is_empty())
-                    .expect("no deadline in servers");
-                q.pop_front().expect("not empty")
-            };
-            if call.request == u64::MAX {
-                return; // shutdown
-            }
-            if call.expires.is_some_and(|e| Instant::now() >= e) {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            // Most requests take ~100 µs; one in 200 hits a slow path.
-            let micros = if next(rng) % 200 == 0 {
-                20_000
-            } else {
-                50 + next(rng) % 100
-            };
-            if spindle::usleep(micros).is_err() {
-                return; // interrupted or stopped: this server is told to go
-            }
-            call.answer.store(call.request * 2, Ordering::Relaxed);
-            call.done.value().store(1, Ordering::Release);
-            call.done.wake_all();
+/// Serves requests until every sender is gone. Servers take turns at the
+/// channel's one receiver: the mutex suspends the others, and the one
+/// holding it suspends in `recv`.
+fn serve(requests: &Mutex<Receiver<Request>>, dropped: &AtomicU32, rng: &mut u64) {
+    loop {
+        let next = requests.lock().expect("no deadline in servers").recv();
+        let Ok(call) = next else {
+            return; // every sender is gone: the run is over
+        };
+        if call.expires.is_some_and(|e| Instant::now() >= e) {
+            dropped.fetch_add(1, Ordering::Relaxed);
+            continue;
         }
-    }
-
-    /// One RPC: enqueue, then wait for the answer. No timeout here: the
-    /// caller's deadline scope bounds every wait.
-    fn call(&self, request: u64) -> Result<u64, WaitError> {
-        let call = Arc::new(Call {
-            request,
-            expires: spindle::current_deadline(),
-            answer: AtomicU64::new(0),
-            done: Butex::new(0),
-        });
-        self.queue.lock()?.push_back(call.clone());
-        self.ready.notify_one();
-        while call.done.value().load(Ordering::Acquire) == 0 {
-            match call.done.wait(0, None) {
-                Ok(()) | Err(WaitError::WouldBlock) => {}
-                Err(e) => return Err(e),
-            }
+        // Most requests take ~100 µs; one in 200 hits a slow path.
+        let micros = if next_random(rng) % 200 == 0 {
+            20_000
+        } else {
+            50 + next_random(rng) % 100
+        };
+        if spindle::usleep(micros).is_err() {
+            return; // interrupted or stopped: this server is told to go
         }
-        Ok(call.answer.load(Ordering::Relaxed))
+        // The caller may have given up meanwhile: then nobody reads it.
+        let _ = call.reply.send(call.request * 2);
     }
 }
 
-fn next(x: &mut u64) -> u64 {
+/// One RPC: queue the request, then wait for the answer. No timeout here:
+/// the caller's deadline scope bounds every wait.
+fn call(requests: &SyncSender<Request>, request: u64) -> Result<u64, CallError> {
+    let (reply, mut answer) = oneshot::channel();
+    let sent = requests.send(Request {
+        request,
+        expires: spindle::current_deadline(),
+        reply,
+    });
+    match sent {
+        Ok(()) => {}
+        Err(e) if e.is_deadline_exceeded() => return Err(CallError::DeadlineExceeded),
+        Err(_) => return Err(CallError::Disconnected),
+    }
+    answer.recv().map_err(|e| {
+        if e.is_deadline_exceeded() {
+            CallError::DeadlineExceeded
+        } else {
+            CallError::Disconnected
+        }
+    })
+}
+
+fn next_random(x: &mut u64) -> u64 {
     *x ^= *x << 13;
     *x ^= *x >> 7;
     *x ^= *x << 17;
@@ -113,64 +110,51 @@ fn main() {
 
     let rt = spindle::Runtime::new().expect("start the runtime");
     let timer_before = spindle_timer::TimerThread::global().stats();
-    let server = Arc::new(Server {
-        queue: Mutex::new(VecDeque::new()),
-        ready: Condvar::new(),
-        dropped: AtomicU32::new(0),
-    });
-    let ok = Arc::new(AtomicU32::new(0));
-    let late = Arc::new(AtomicU32::new(0));
+    let ok = AtomicU32::new(0);
+    let late = AtomicU32::new(0);
+    let dropped = AtomicU32::new(0);
     let start = Instant::now();
 
     let latencies = rt.block_on(|| {
-        let server_tasks: Vec<_> = (0..servers)
-            .map(|i| {
-                let s = server.clone();
-                spindle::spawn(move || s.serve(&mut (0x9E37_79B9 + i as u64)))
-            })
-            .collect();
-        let client_tasks: Vec<_> = (0..clients)
-            .map(|c| {
-                let (s, ok, late) = (server.clone(), ok.clone(), late.clone());
-                spindle::spawn(move || {
-                    let mut lat = Vec::with_capacity(calls_per_client);
-                    for i in 0..calls_per_client {
-                        let req = (c * calls_per_client + i) as u64;
-                        let t = Instant::now();
-                        let r = spindle::with_deadline(t + DEADLINE, || s.call(req));
-                        match r {
-                            Ok(v) => {
-                                assert_eq!(v, req * 2);
-                                ok.fetch_add(1, Ordering::Relaxed);
-                                lat.push(t.elapsed());
+        let (requests, incoming) = mpsc::sync_channel::<Request>(servers);
+        let incoming = Mutex::new(incoming);
+        let (ok, late, dropped, incoming) = (&ok, &late, &dropped, &incoming);
+        let mut all: Vec<Duration> = spindle::scope(|s| {
+            for i in 0..servers {
+                s.spawn(move || serve(incoming, dropped, &mut (0x9E37_79B9 + i as u64)));
+            }
+            let client_tasks: Vec<_> = (0..clients)
+                .map(|c| {
+                    let requests = requests.clone();
+                    s.spawn(move || {
+                        let mut lat = Vec::with_capacity(calls_per_client);
+                        for i in 0..calls_per_client {
+                            let req = (c * calls_per_client + i) as u64;
+                            let t = Instant::now();
+                            match spindle::with_deadline(t + DEADLINE, || call(&requests, req)) {
+                                Ok(v) => {
+                                    assert_eq!(v, req * 2);
+                                    ok.fetch_add(1, Ordering::Relaxed);
+                                    lat.push(t.elapsed());
+                                }
+                                Err(CallError::DeadlineExceeded) => {
+                                    late.fetch_add(1, Ordering::Relaxed);
+                                }
+                                Err(e) => panic!("call failed: {e:?}"),
                             }
-                            Err(WaitError::DeadlineExceeded) => {
-                                late.fetch_add(1, Ordering::Relaxed);
-                            }
-                            Err(e) => panic!("call failed: {e}"),
                         }
-                    }
-                    lat
+                        lat
+                    })
                 })
-            })
-            .collect();
-        let mut all: Vec<Duration> = client_tasks
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect();
-        // Stop the servers: one poison pill each.
-        for _ in 0..servers {
-            server.queue.lock().unwrap().push_back(Arc::new(Call {
-                request: u64::MAX,
-                expires: None,
-                answer: AtomicU64::new(0),
-                done: Butex::new(0),
-            }));
-            server.ready.notify_one();
-        }
-        for h in server_tasks {
-            h.join().unwrap();
-        }
+                .collect();
+            // The clients hold their own senders: once they are done, the
+            // servers see the channel close and end with the scope.
+            drop(requests);
+            client_tasks
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
         all.sort();
         all
     });
@@ -186,7 +170,7 @@ fn main() {
         total as f64 / elapsed.as_secs_f64(),
         ok.load(Ordering::Relaxed),
         late.load(Ordering::Relaxed),
-        server.dropped.load(Ordering::Relaxed)
+        dropped.load(Ordering::Relaxed)
     );
     // An answer stored just as the deadline passes still counts (the
     // caller sees it before its wait can time out), and the latency includes
