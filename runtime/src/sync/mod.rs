@@ -3,8 +3,9 @@
 //! They block only the calling task (a plain thread blocks itself) and can be
 //! shared by tasks and threads at once. Their waits honour the deadline of an
 //! enclosing [`with_deadline`](crate::with_deadline) scope (they return
-//! `DeadlineExceeded`), but are not ended by `interrupt`: an interrupt stays
-//! pending for the next sleep or `Butex::wait`, as with bthread's mutex.
+//! `DeadlineExceeded`), but (all but the [`Semaphore`]'s) are not ended by
+//! `interrupt`: an interrupt stays pending for the next sleep or
+//! `Butex::wait`, as with bthread's mutex.
 //!
 //! - [`Mutex`]: the three-state futex mutex (Drepper, "Futexes are tricky"):
 //!   0 unlocked, 1 locked, 2 locked with waiters. Lock and unlock without

@@ -42,12 +42,19 @@ const READERS_WAITING: u32 = 1 << 31;
 
 /// A reader-writer lock whose waiters suspend (tasks) or park (threads).
 ///
-/// Writer-preferring: a writer waiting for the readers inside to leave
-/// stops new readers, so writers do not starve (see the module docs of
-/// `sync::rwlock` for the full policy). Like [`Mutex`], it has no
-/// poisoning, and its waits honour an enclosing
-/// [`with_deadline`](crate::with_deadline) scope but are not ended by
-/// `interrupt` (which stays pending).
+/// Writer-preferring: writers queue among themselves, and the first in
+/// line, while it waits for the readers inside to leave, stops new
+/// readers, so a stream of readers cannot starve writers. A writer's
+/// unlock lets the readers it held back in before the next writer stops
+/// new ones again, so writers cannot starve readers either (Go's
+/// `RWMutex` policy). A task that read-locks again while it holds a read
+/// lock may deadlock, if a writer came in between.
+///
+/// Like [`Mutex`], it has no poisoning, and its waits honour an enclosing
+/// [`with_deadline`](crate::with_deadline) scope (`DeadlineExceeded`) but
+/// are not ended by `interrupt` (which stays pending for the next
+/// interruptible wait). A writer that gives up leaves no trace: the
+/// readers it held back go in at once.
 pub struct RwLock<T: ?Sized> {
     /// Readers, `WRITER`, `READERS_WAITING`; blocked readers wait here.
     state: Butex,

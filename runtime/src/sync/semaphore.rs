@@ -37,7 +37,13 @@ use std::time::Instant;
 /// A task waiting for permits is usually waiting for work to drain, which
 /// its owner may want to cancel, as with a sleep. Waits also honour an
 /// enclosing [`with_deadline`](crate::with_deadline) scope, with
-/// `DeadlineExceeded`. A wait that fails takes no permit.
+/// `DeadlineExceeded`. A wait that fails takes no permit, and loses no
+/// wake-up for the others.
+///
+/// Waiters are woken in the order they came, as far as the permits allow:
+/// one that wants more permits than are free does not hold back those
+/// behind it that want fewer (so `acquire_many` of many can wait while
+/// small acquires keep taking permits).
 pub struct Semaphore {
     permits: AtomicUsize,
     /// Acquirers in the slow path (counted before they look for permits).
