@@ -3,8 +3,11 @@
 //! They block only the calling task (a plain thread blocks itself) and can be
 //! shared by tasks and threads at once. Their waits honour the deadline of an
 //! enclosing [`with_deadline`](crate::with_deadline) scope (they return
-//! `DeadlineExceeded`), but are not ended by `interrupt`: an interrupt stays
-//! pending for the next sleep or `Butex::wait`, as with bthread's mutex.
+//! `DeadlineExceeded`). The waits of the locks (`Mutex`, `Condvar`,
+//! `RwLock`, `OnceCell`), of `Barrier` and of `CountdownEvent` are not
+//! ended by `interrupt` or `stop`: an interrupt stays pending for the next
+//! interruptible wait, as with bthread's mutex. Those of the [`Semaphore`]
+//! and the channels are ended by them.
 //!
 //! - [`Mutex`]: the three-state futex mutex (Drepper, "Futexes are tricky"):
 //!   0 unlocked, 1 locked, 2 locked with waiters. Lock and unlock without
@@ -18,7 +21,18 @@
 //!   waiter that read the number before the bump but had not yet begun to
 //!   wait returns too, a spurious wake-up, which condvars allow.)
 //! - [`CountdownEvent`]: a count in a butex; waiters wait for it to reach 0.
-//! - [`mpsc`] and [`oneshot`]: channels. Unlike the locks above, their
+//! - [`RwLock`]: a reader count and a writer bit in a butex, writers queued
+//!   on an inner [`Mutex`]; writer-preferring (a writer that waits for the
+//!   readers inside stops new ones), and a writer that gives up leaves no
+//!   trace.
+//! - [`Semaphore`]: an atomic count of permits, and a butex of releases
+//!   that waiters wait on; its waits, unlike the others here, are
+//!   interruptible.
+//! - [`Barrier`]: std's reusable barrier, a generation and a count in one
+//!   word; a waiter that gives up withdraws its arrival.
+//! - [`OnceCell`]: std's `OnceLock` whose waiters wait as tasks; a failed
+//!   or panicking initializer hands over to a waiter.
+//! - [`mpsc`] and [`oneshot`]: channels. Like the semaphore's, their
 //!   waits *are* ended by `interrupt` and `stop` (with `Interrupted` and
 //!   `Stopped`), since a receive may wait for good; each module's docs
 //!   give its protocol.
@@ -29,11 +43,24 @@
 //! the wait, it never ends; and `interrupt` does not reach such a wait.
 
 mod barrier;
+#[cfg(all(test, loom))]
+mod loom_barrier;
+#[cfg(all(test, loom))]
+mod loom_once_cell;
+#[cfg(all(test, loom))]
+mod loom_rwlock;
+#[cfg(all(test, loom))]
+mod loom_semaphore;
 pub mod mpsc;
 mod once_cell;
 pub mod oneshot;
 mod rwlock;
 mod semaphore;
+
+pub use barrier::{Barrier, BarrierWaitResult};
+pub use once_cell::OnceCell;
+pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use semaphore::{Semaphore, SemaphorePermit, TryAcquireError};
 
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
