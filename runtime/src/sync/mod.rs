@@ -18,6 +18,17 @@
 //!   waiter that read the number before the bump but had not yet begun to
 //!   wait returns too, a spurious wake-up, which condvars allow.)
 //! - [`CountdownEvent`]: a count in a butex; waiters wait for it to reach 0.
+//! - [`RwLock`]: a reader count and a writer bit in a butex, writers queued
+//!   on an inner [`Mutex`]; writer-preferring (a writer that waits for the
+//!   readers inside stops new ones), and a writer that gives up leaves no
+//!   trace.
+//! - [`Semaphore`]: an atomic count of permits, and a butex of releases
+//!   that waiters wait on; its waits, unlike the others here, are
+//!   interruptible.
+//! - [`Barrier`]: std's reusable barrier, a generation and a count in one
+//!   word; a waiter that gives up withdraws its arrival.
+//! - [`OnceCell`]: std's `OnceLock` whose waiters wait as tasks; a failed
+//!   or panicking initializer hands over to a waiter.
 //!
 //! A task that waits while it unwinds (in a `Drop` run by a panic, or by the
 //! runtime's stop) cannot switch out mid-unwind: the wait blocks its worker
@@ -25,11 +36,24 @@
 //! the wait, it never ends; and `interrupt` does not reach such a wait.
 
 mod barrier;
+#[cfg(all(test, loom))]
+mod loom_barrier;
+#[cfg(all(test, loom))]
+mod loom_once_cell;
+#[cfg(all(test, loom))]
+mod loom_rwlock;
+#[cfg(all(test, loom))]
+mod loom_semaphore;
 pub mod mpsc;
 mod once_cell;
 pub mod oneshot;
 mod rwlock;
 mod semaphore;
+
+pub use barrier::{Barrier, BarrierWaitResult};
+pub use once_cell::OnceCell;
+pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use semaphore::{Semaphore, SemaphorePermit, TryAcquireError};
 
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
