@@ -29,6 +29,10 @@
 //!   word; a waiter that gives up withdraws its arrival.
 //! - [`OnceCell`]: std's `OnceLock` whose waiters wait as tasks; a failed
 //!   or panicking initializer hands over to a waiter.
+//! - [`mpsc`] and [`oneshot`]: channels. Unlike the locks above (the
+//!   semaphore aside), their waits *are* ended by `interrupt` and `stop`
+//!   (with `Interrupted` and `Stopped`), since a receive may wait for good;
+//!   each module's docs give its protocol.
 //!
 //! A task that waits while it unwinds (in a `Drop` run by a panic, or by the
 //! runtime's stop) cannot switch out mid-unwind: the wait blocks its worker

@@ -1,1 +1,1193 @@
-//! (being written)
+//! Multi-producer, single-consumer channels with `std::sync::mpsc`'s shapes,
+//! for tasks and plain threads alike.
+//!
+//! # Design
+//!
+//! A channel is one `Arc` holding a lock-free queue and two butexes. The
+//! queue is crossbeam's: a [`SegQueue`] (unbounded, [`channel`]), an
+//! [`ArrayQueue`] (bounded, [`sync_channel`] with a bound of 1 or more), or,
+//! for a bound of 0, a one-value rendezvous slot (`Slot`, below). A send
+//! or a receive that does not have to wait is the queue's push or pop plus
+//! a fence and a load: no lock, no allocation beyond the queue's own
+//! blocks, no syscall. Only a side that has recorded itself as waiting is
+//! ever woken, through a butex, so waits cost nothing while nobody waits.
+//!
+//! **The receiver** (there is one: [`Receiver`] is `Send` but not `Sync`)
+//! spins on the queue for a moment, then parks: it stores `PARKED` in the
+//! `rx` butex, fences, pops once more, and waits while the value is still
+//! `PARKED`. A sender pushes, fences, and loads the flag; only if it reads
+//! `PARKED` does it swap it to `IDLE` and wake the receiver (the swap lets
+//! one sender of many do the wake). This is a store-buffering handshake:
+//! the two `SeqCst` fences order "push, then read the flag" against "set
+//! the flag, then pop", so at least one side sees the other: the receiver
+//! finds the message, or the sender finds the flag. A wake that comes
+//! before the receiver is linked changes the butex's value, which the wait
+//! checks under the butex's lock, so the receiver does not sleep. The
+//! last sender to go runs the same handshake (its decrement of the sender
+//! count is the "push"), so a parked receiver learns of the disconnection.
+//!
+//! **Senders of a full bounded channel** (or waiting for a rendezvous slot)
+//! count themselves in `tx_waiting`, fence, read the `room` butex's epoch
+//! (`Acquire`), look for room once more, and wait while the epoch is
+//! unchanged. The receiver, after each pop from a bounded queue, fences and
+//! loads `tx_waiting`; if it is not zero it bumps the epoch (`Release`) and
+//! wakes one sender. Same handshake: either the sender sees the room, or
+//! the receiver sees the count and bumps. The epoch is read after the
+//! fence, and acquires the bump it may read, so a sender that reads a bump
+//! also sees the pop that preceded it.
+//!
+//! **A rendezvous** (bound 0): a sender takes the slot (`EMPTY` to
+//! `WRITING`), writes its value, publishes it (`FULL`), wakes the receiver
+//! as above, and waits on the slot's butex until the receiver has taken it
+//! (`TAKING`, then `TAKEN`), then frees the slot and wakes the next sender.
+//! A sender whose wait ends early takes its value back with a CAS from
+//! `FULL`: exactly one of it and the receiver gets the value.
+//!
+//! **Waits that end early.** Every wait here is interruptible: the deadline
+//! of an enclosing [`with_deadline`](crate::with_deadline) scope, a
+//! [`recv_timeout`](Receiver::recv_timeout), [`interrupt`](crate::interrupt)
+//! and [`stop`](crate::stop) end it with an error that says so. Such a wait
+//! leaves no trace: the butex gives each wait one outcome, so a wait that
+//! ended with an error consumed no wake-up (the waker woke the next waiter,
+//! or the epoch it bumped sends a sender about to wait back to look at the
+//! queue); messages stay in the queue until received; a value not sent is
+//! handed back in the error.
+//!
+//! **Closing.** When the last sender goes, the receiver drains what is
+//! queued and then gets `Disconnected`. When the receiver goes, sends fail
+//! with their value back, waiting senders are woken, and the queued values
+//! are dropped (those of a send racing the drop go with the channel's last
+//! handle).
+//!
+//! Under `--cfg loom` the crossbeam queues are replaced by a mutex around a
+//! `VecDeque` with the same methods. That queue orders no more than
+//! acquire/release, so the models check that the fences above, not the
+//! queue's own `SeqCst` operations, make the handshakes hold.
+
+use crate::error::WaitError;
+use crate::loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use crate::loom::UnsafeCell;
+use crate::meta::wait_queue::WaitKind;
+use crate::wait::{self, Butex};
+use crossbeam_utils::CachePadded;
+use std::cell::Cell;
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[cfg(not(loom))]
+use crossbeam_queue::{ArrayQueue, SegQueue};
+#[cfg(loom)]
+use model_queue::{ArrayQueue, SegQueue};
+
+/// The receiver's flag in the `rx` butex: not waiting.
+const IDLE: u32 = 0;
+/// The receiver's flag: parked, or about to park; a sender must wake it.
+const PARKED: u32 = 1;
+
+/// Pops a receiver tries before it parks. A pop of an empty queue is a few
+/// nanoseconds; a park and its wake-up cost far more, and a producer on
+/// another core often delivers within that time.
+#[cfg(not(loom))]
+const SPINS: u32 = 32;
+/// No spinning in the models: it only multiplies their interleavings.
+#[cfg(loom)]
+const SPINS: u32 = 0;
+
+// States of a rendezvous slot (the value of its butex).
+/// No value; a sender may take the slot.
+const EMPTY: u32 = 0;
+/// A sender owns the slot and is writing (or taking back) its value.
+const WRITING: u32 = 1;
+/// A value whose sender waits for the receiver to take it.
+const FULL: u32 = 2;
+/// A value from `try_send`, whose sender does not wait.
+const DETACHED: u32 = 3;
+/// The receiver is reading the value.
+const TAKING: u32 = 4;
+/// The receiver has the value; its sender frees the slot.
+const TAKEN: u32 = 5;
+/// The receiver went while the value was `FULL`; its sender takes it back.
+const ABANDONED: u32 = 6;
+
+/// The state shared by a channel's handles.
+struct Chan<T> {
+    flavor: Flavor<T>,
+    /// The receiver's flag (`IDLE`/`PARKED`) and its wait.
+    rx: CachePadded<Butex>,
+    /// Senders waiting for room, and the epoch they wait on.
+    tx: CachePadded<TxWait>,
+    /// Live `Sender`s and `SyncSender`s; 0 means disconnected.
+    senders: AtomicUsize,
+    /// The receiver has been dropped.
+    rx_gone: AtomicBool,
+}
+
+struct TxWait {
+    /// Senders registered to wait (counted before they look for room the
+    /// last time, uncounted after their wait).
+    waiting: AtomicUsize,
+    /// Its value is an epoch, bumped when room is made while senders wait.
+    room: Butex,
+}
+
+enum Flavor<T> {
+    List(SegQueue<T>),
+    Array(ArrayQueue<T>),
+    Zero(Slot<T>),
+}
+
+/// A rendezvous channel's one value; see the module docs.
+struct Slot<T> {
+    state: Butex,
+    value: UnsafeCell<MaybeUninit<T>>,
+}
+
+/// Why a wait on a channel ended without a wake-up.
+fn ended(e: WaitError) -> SendErrorKind {
+    match e {
+        WaitError::TimedOut => SendErrorKind::Timeout,
+        WaitError::Interrupted => SendErrorKind::Interrupted,
+        WaitError::Stopped => SendErrorKind::Stopped,
+        // `WouldBlock` is handled by every caller; a deadline is the
+        // only other way a wait ends.
+        WaitError::DeadlineExceeded | WaitError::WouldBlock => SendErrorKind::DeadlineExceeded,
+    }
+}
+
+impl<T> Chan<T> {
+    fn new(flavor: Flavor<T>) -> Arc<Self> {
+        Arc::new(Chan {
+            flavor,
+            rx: CachePadded::new(Butex::new(IDLE)),
+            tx: CachePadded::new(TxWait {
+                waiting: AtomicUsize::new(0),
+                room: Butex::new(0),
+            }),
+            senders: AtomicUsize::new(1),
+            rx_gone: AtomicBool::new(false),
+        })
+    }
+
+    /// After a message was published (or the last sender left): wakes the
+    /// receiver if it has said it parks. See the module docs.
+    #[inline]
+    fn notify_rx(&self) {
+        fence(Ordering::SeqCst);
+        let flag = self.rx.value();
+        if flag.load(Ordering::Relaxed) == PARKED && flag.swap(IDLE, Ordering::AcqRel) == PARKED {
+            self.rx.wake_one();
+        }
+    }
+
+    /// After room was made in a bounded channel: wakes one waiting sender,
+    /// if any says it waits. See the module docs.
+    #[inline]
+    fn notify_tx(&self) {
+        fence(Ordering::SeqCst);
+        if self.tx.waiting.load(Ordering::Relaxed) != 0 {
+            self.tx.room.value().fetch_add(1, Ordering::Release);
+            self.tx.room.wake_one();
+        }
+    }
+
+    /// Sends every waiting sender back to look (the receiver is gone).
+    fn wake_all_tx(&self) {
+        self.tx.room.value().fetch_add(1, Ordering::Release);
+        self.tx.room.wake_all();
+    }
+
+    /// Waits until `room()` may hold, the receiver has gone, or the wait
+    /// is ended (the error). See the module docs.
+    fn wait_for_room(
+        &self,
+        deadline: Option<Instant>,
+        room: impl Fn() -> bool,
+    ) -> Result<(), SendErrorKind> {
+        self.tx.waiting.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let epoch = self.tx.room.value().load(Ordering::Acquire);
+        let r = if room() || self.rx_gone.load(Ordering::Relaxed) {
+            Ok(())
+        } else {
+            match wait::wait(
+                self.tx.room.queue(),
+                epoch,
+                deadline,
+                WaitKind::Interruptible,
+            ) {
+                Ok(()) | Err(WaitError::WouldBlock) => Ok(()),
+                Err(e) => Err(ended(e)),
+            }
+        };
+        self.tx.waiting.fetch_sub(1, Ordering::Relaxed);
+        r
+    }
+
+    /// The receiver's pop: the next message, if one is there.
+    #[inline]
+    fn pop(&self) -> Option<T> {
+        match &self.flavor {
+            Flavor::List(q) => q.pop(),
+            Flavor::Array(q) => {
+                let v = q.pop()?;
+                self.notify_tx();
+                Some(v)
+            }
+            Flavor::Zero(s) => s.take(self),
+        }
+    }
+
+    #[inline]
+    fn try_recv(&self) -> Result<T, TryRecvError> {
+        if let Some(v) = self.pop() {
+            return Ok(v);
+        }
+        // Every send came before its sender's decrement (`AcqRel`, a
+        // release sequence): seeing 0, the last pop below sees them all.
+        if self.senders.load(Ordering::Acquire) == 0 {
+            return self.pop().ok_or(TryRecvError::Disconnected);
+        }
+        Err(TryRecvError::Empty)
+    }
+
+    // `SPINS` is 0 under loom.
+    #[cfg_attr(loom, allow(clippy::reversed_empty_ranges))]
+    fn recv(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        match self.try_recv() {
+            Err(TryRecvError::Empty) => {}
+            r => return r.map_err(RecvTimeoutError::from),
+        }
+        // A rendezvous sender waits for us: park at once, so that it sees
+        // us (`try_send` hands over only to a parked receiver).
+        if !matches!(self.flavor, Flavor::Zero(_)) {
+            for _ in 0..SPINS {
+                std::hint::spin_loop();
+                if let Some(v) = self.pop() {
+                    return Ok(v);
+                }
+            }
+        }
+        let flag = self.rx.value();
+        loop {
+            flag.store(PARKED, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            match self.try_recv() {
+                Err(TryRecvError::Empty) => {}
+                r => {
+                    flag.store(IDLE, Ordering::Relaxed);
+                    return r.map_err(RecvTimeoutError::from);
+                }
+            }
+            match wait::wait(self.rx.queue(), PARKED, deadline, WaitKind::Interruptible) {
+                Ok(()) | Err(WaitError::WouldBlock) => {}
+                Err(e) => {
+                    // Messages that came meanwhile stay queued for the
+                    // next receive; a sender that saw the flag wakes
+                    // nobody, or our next wait spuriously.
+                    flag.store(IDLE, Ordering::Relaxed);
+                    return Err(RecvTimeoutError::from(ended(e)));
+                }
+            }
+            match self.try_recv() {
+                Err(TryRecvError::Empty) => {}
+                r => {
+                    flag.store(IDLE, Ordering::Relaxed);
+                    return r.map_err(RecvTimeoutError::from);
+                }
+            }
+        }
+    }
+
+    fn send(&self, value: T, deadline: Option<Instant>) -> Result<(), SendError<T>> {
+        if self.rx_gone.load(Ordering::Relaxed) {
+            return Err(SendError::new(value, SendErrorKind::Disconnected));
+        }
+        match &self.flavor {
+            Flavor::List(q) => {
+                q.push(value);
+                self.notify_rx();
+                Ok(())
+            }
+            Flavor::Array(q) => self.send_array(q, value, deadline),
+            Flavor::Zero(s) => s.send(self, value, deadline),
+        }
+    }
+
+    fn send_array(
+        &self,
+        q: &ArrayQueue<T>,
+        mut value: T,
+        deadline: Option<Instant>,
+    ) -> Result<(), SendError<T>> {
+        loop {
+            match q.push(value) {
+                Ok(()) => {
+                    self.notify_rx();
+                    return Ok(());
+                }
+                Err(v) => value = v,
+            }
+            if let Err(kind) = self.wait_for_room(deadline, || !q.is_full()) {
+                return Err(SendError::new(value, kind));
+            }
+            if self.rx_gone.load(Ordering::Relaxed) {
+                return Err(SendError::new(value, SendErrorKind::Disconnected));
+            }
+        }
+    }
+
+    fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
+        if self.rx_gone.load(Ordering::Relaxed) {
+            return Err(TrySendError::Disconnected(value));
+        }
+        match &self.flavor {
+            Flavor::List(q) => {
+                q.push(value);
+                self.notify_rx();
+                Ok(())
+            }
+            Flavor::Array(q) => match q.push(value) {
+                Ok(()) => {
+                    self.notify_rx();
+                    Ok(())
+                }
+                Err(v) => Err(TrySendError::Full(v)),
+            },
+            Flavor::Zero(s) => s.try_send(self, value),
+        }
+    }
+
+    /// The receiver's drop: refuses further sends, sends waiting senders
+    /// back with their values, and drops what is queued.
+    fn close_rx(&self) {
+        self.rx_gone.store(true, Ordering::Relaxed);
+        // Pairs with the fence of a rendezvous sender's `notify_rx`: it
+        // sees `rx_gone`, or we see its `FULL` (`Slot::abandon`).
+        fence(Ordering::SeqCst);
+        if let Flavor::Zero(s) = &self.flavor {
+            s.abandon(self);
+        }
+        self.wake_all_tx();
+        match &self.flavor {
+            Flavor::List(q) => while q.pop().is_some() {},
+            Flavor::Array(q) => while q.pop().is_some() {},
+            Flavor::Zero(_) => {}
+        }
+    }
+}
+
+impl<T> Drop for Chan<T> {
+    fn drop(&mut self) {
+        if let Flavor::Zero(s) = &self.flavor {
+            // A `try_send`'s value nobody took (a waiting sender's value
+            // goes back with its send, before it lets go of the channel).
+            if s.state.value().load(Ordering::Acquire) == DETACHED {
+                // SAFETY: `DETACHED` means the slot holds an initialized
+                // value that no sender will touch again; we are the last
+                // handle.
+                s.value.with_mut(|p| unsafe { (*p).assume_init_drop() });
+            }
+        }
+    }
+}
+
+impl<T> Slot<T> {
+    fn new() -> Self {
+        Slot {
+            state: Butex::new(EMPTY),
+            value: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+
+    /// The receiver's take: the value, if one is published and its sender
+    /// has not taken it back.
+    fn take(&self, chan: &Chan<T>) -> Option<T> {
+        let st = self.state.value();
+        let s = st.load(Ordering::Relaxed);
+        if s != FULL && s != DETACHED {
+            return None;
+        }
+        // Fails only if the sender took its value back (`FULL` to `WRITING`).
+        st.compare_exchange(s, TAKING, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        // SAFETY: `FULL`/`DETACHED` said the value is written (our CAS
+        // acquired the sender's `Release` store), and `TAKING` keeps the
+        // sender from taking it back: the value is ours to move out.
+        let v = self.value.with(|p| unsafe { (*p).assume_init_read() });
+        if s == FULL {
+            st.store(TAKEN, Ordering::Release);
+            self.state.wake_one();
+        } else {
+            st.store(EMPTY, Ordering::Release);
+            chan.notify_tx();
+        }
+        Some(v)
+    }
+
+    fn send(
+        &self,
+        chan: &Chan<T>,
+        value: T,
+        deadline: Option<Instant>,
+    ) -> Result<(), SendError<T>> {
+        let st = self.state.value();
+        // Take the slot.
+        loop {
+            if chan.rx_gone.load(Ordering::Relaxed) {
+                return Err(SendError::new(value, SendErrorKind::Disconnected));
+            }
+            if st
+                .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                break;
+            }
+            if let Err(kind) = chan.wait_for_room(deadline, || st.load(Ordering::Relaxed) == EMPTY)
+            {
+                return Err(SendError::new(value, kind));
+            }
+        }
+        // SAFETY: `WRITING` is ours: nobody else reads or writes the value.
+        self.value.with_mut(|p| unsafe { (*p).write(value) });
+        st.store(FULL, Ordering::Release);
+        chan.notify_rx();
+        // Wait for the receiver to take it.
+        loop {
+            let s = st.load(Ordering::Acquire);
+            let kind = match s {
+                TAKEN => {
+                    st.store(EMPTY, Ordering::Release);
+                    chan.notify_tx();
+                    return Ok(());
+                }
+                TAKING => {
+                    // The receiver is between two stores, not waiting.
+                    std::hint::spin_loop();
+                    crate::loom::thread::yield_now();
+                    continue;
+                }
+                FULL if !chan.rx_gone.load(Ordering::Relaxed) => {
+                    match wait::wait(self.state.queue(), FULL, deadline, WaitKind::Interruptible) {
+                        Ok(()) | Err(WaitError::WouldBlock) => continue,
+                        Err(e) => ended(e),
+                    }
+                }
+                _ => SendErrorKind::Disconnected,
+            };
+            // Take the value back, unless the receiver has begun to take it
+            // (then the send has succeeded: loop to see it through).
+            let s = st.load(Ordering::Relaxed);
+            if (s == FULL || s == ABANDONED)
+                && st
+                    .compare_exchange(s, WRITING, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                // SAFETY: our CAS from `FULL`/`ABANDONED` ended the
+                // receiver's claim to the value we wrote.
+                let v = self.value.with(|p| unsafe { (*p).assume_init_read() });
+                st.store(EMPTY, Ordering::Release);
+                chan.notify_tx();
+                return Err(SendError::new(v, kind));
+            }
+        }
+    }
+
+    /// `try_send` at bound 0: hands the value over if the receiver is
+    /// parked in a receive and the slot is free, without waiting for it to
+    /// be taken.
+    fn try_send(&self, chan: &Chan<T>, value: T) -> Result<(), TrySendError<T>> {
+        let st = self.state.value();
+        if chan.rx.value().load(Ordering::Relaxed) != PARKED
+            || st
+                .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return Err(TrySendError::Full(value));
+        }
+        // SAFETY: `WRITING` is ours.
+        self.value.with_mut(|p| unsafe { (*p).write(value) });
+        st.store(DETACHED, Ordering::Release);
+        chan.notify_rx();
+        Ok(())
+    }
+
+    /// The receiver's drop: a waiting sender's value goes back to it
+    /// (`ABANDONED`), a `try_send`'s value is dropped.
+    fn abandon(&self, chan: &Chan<T>) {
+        let st = self.state.value();
+        loop {
+            match st.load(Ordering::Acquire) {
+                FULL => {
+                    if st
+                        .compare_exchange(FULL, ABANDONED, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        self.state.wake_all();
+                        return;
+                    }
+                }
+                DETACHED => {
+                    drop(self.take(chan));
+                    return;
+                }
+                _ => return,
+            }
+        }
+    }
+}
+
+/// Creates an unbounded channel: sends never wait.
+pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
+    let chan = Chan::new(Flavor::List(SegQueue::new()));
+    (
+        Sender { chan: chan.clone() },
+        Receiver {
+            chan,
+            _not_sync: PhantomData,
+        },
+    )
+}
+
+/// Creates a bounded channel holding up to `bound` messages; a send to a
+/// full channel waits for room. With a `bound` of 0 it is a rendezvous
+/// channel: a send returns once the receiver has taken the value.
+pub fn sync_channel<T>(bound: usize) -> (SyncSender<T>, Receiver<T>) {
+    let flavor = if bound == 0 {
+        Flavor::Zero(Slot::new())
+    } else {
+        Flavor::Array(ArrayQueue::new(bound))
+    };
+    let chan = Chan::new(flavor);
+    (
+        SyncSender { chan: chan.clone() },
+        Receiver {
+            chan,
+            _not_sync: PhantomData,
+        },
+    )
+}
+
+/// The sending half of an unbounded [`channel`]; clone it for more
+/// producers.
+pub struct Sender<T> {
+    chan: Arc<Chan<T>>,
+}
+
+/// The sending half of a bounded [`sync_channel`]; clone it for more
+/// producers.
+pub struct SyncSender<T> {
+    chan: Arc<Chan<T>>,
+}
+
+/// The receiving half of a channel. One receiver: it is `Send` but not
+/// `Sync`.
+pub struct Receiver<T> {
+    chan: Arc<Chan<T>>,
+    /// `Cell` is `Send` and not `Sync`: only one thread receives at a time.
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+// SAFETY: the channel moves `T`s between threads, and that is all it does
+// with them: sending a handle sends the right to move `T`s.
+unsafe impl<T: Send> Send for Sender<T> {}
+// SAFETY: `send` takes `&self` and is safe to call from many threads.
+unsafe impl<T: Send> Sync for Sender<T> {}
+// SAFETY: as for `Sender`.
+unsafe impl<T: Send> Send for SyncSender<T> {}
+// SAFETY: as for `Sender`.
+unsafe impl<T: Send> Sync for SyncSender<T> {}
+// SAFETY: as for `Sender`; `_not_sync` keeps it from being shared.
+unsafe impl<T: Send> Send for Receiver<T> {}
+
+fn drop_sender<T>(chan: &Chan<T>) {
+    // `AcqRel`: see `Chan::try_recv`.
+    if chan.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
+        chan.notify_rx();
+    }
+}
+
+fn clone_sender<T>(chan: &Arc<Chan<T>>) -> Arc<Chan<T>> {
+    // Relaxed, as `Arc::clone`: the clone comes from a live sender.
+    chan.senders.fetch_add(1, Ordering::Relaxed);
+    chan.clone()
+}
+
+impl<T> Sender<T> {
+    /// Queues `value` for the receiver; never waits. Fails, handing the
+    /// value back, only if the receiver has been dropped (the error's kind
+    /// is then always [`SendErrorKind::Disconnected`]). As with std, an
+    /// `Ok` does not mean the value will be received: the receiver may go
+    /// first.
+    pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+        self.chan.send(value, None)
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        Sender {
+            chan: clone_sender(&self.chan),
+        }
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        drop_sender(&self.chan);
+    }
+}
+
+impl<T> fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sender").finish_non_exhaustive()
+    }
+}
+
+impl<T> SyncSender<T> {
+    /// Sends `value`, waiting while the channel is full (at bound 0: until
+    /// the receiver has taken it). On error the value is handed back, with
+    /// why: the receiver was dropped (`Disconnected`), the deadline of an
+    /// enclosing [`with_deadline`](crate::with_deadline) scope passed
+    /// (`DeadlineExceeded`), or the task was [`interrupt`](crate::interrupt)ed
+    /// or [`stop`](crate::stop)ped (`Interrupted`, `Stopped`). A value handed
+    /// back was not sent: the receiver never sees it.
+    pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+        self.chan.send(value, None)
+    }
+
+    /// Like [`send`](Self::send), giving up at `deadline` with
+    /// [`SendErrorKind::Timeout`] (the value handed back).
+    pub fn send_deadline(&self, value: T, deadline: Instant) -> Result<(), SendError<T>> {
+        self.chan.send(value, Some(deadline))
+    }
+
+    /// Like [`send`](Self::send), giving up after `timeout`.
+    pub fn send_timeout(&self, value: T, timeout: Duration) -> Result<(), SendError<T>> {
+        self.chan.send(value, Instant::now().checked_add(timeout))
+    }
+
+    /// Sends `value` if that needs no waiting: there is room (at bound 0:
+    /// the receiver is parked in a receive and the slot is free, and then
+    /// the value is handed over without waiting for the receiver to take
+    /// it; should the receiver's wait end first, the value waits in the
+    /// slot for its next receive).
+    pub fn try_send(&self, value: T) -> Result<(), TrySendError<T>> {
+        self.chan.try_send(value)
+    }
+}
+
+impl<T> Clone for SyncSender<T> {
+    fn clone(&self) -> Self {
+        SyncSender {
+            chan: clone_sender(&self.chan),
+        }
+    }
+}
+
+impl<T> Drop for SyncSender<T> {
+    fn drop(&mut self) {
+        drop_sender(&self.chan);
+    }
+}
+
+impl<T> fmt::Debug for SyncSender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SyncSender").finish_non_exhaustive()
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Receives the next message, waiting for one. Once every sender has
+    /// gone and the queue is drained, fails with `Disconnected`. The wait
+    /// also ends, with the matching error and no message lost, at the
+    /// deadline of an enclosing [`with_deadline`](crate::with_deadline)
+    /// scope, or when the task is [`interrupt`](crate::interrupt)ed or
+    /// [`stop`](crate::stop)ped.
+    pub fn recv(&self) -> Result<T, RecvError> {
+        self.chan.recv(None).map_err(RecvError::from_timeout)
+    }
+
+    /// Receives a message if one is queued, without waiting.
+    pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        self.chan.try_recv()
+    }
+
+    /// Like [`recv`](Self::recv), giving up after `timeout` with
+    /// [`RecvTimeoutError::Timeout`].
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+        self.chan.recv(Instant::now().checked_add(timeout))
+    }
+
+    /// Like [`recv`](Self::recv), giving up at `deadline` with
+    /// [`RecvTimeoutError::Timeout`].
+    pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+        self.chan.recv(Some(deadline))
+    }
+
+    /// An iterator that receives until [`recv`](Self::recv) fails (the
+    /// senders are gone, or the wait was ended).
+    pub fn iter(&self) -> Iter<'_, T> {
+        Iter { rx: self }
+    }
+
+    /// An iterator over the messages queued now, without waiting.
+    pub fn try_iter(&self) -> TryIter<'_, T> {
+        TryIter { rx: self }
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        self.chan.close_rx();
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver").finish_non_exhaustive()
+    }
+}
+
+/// Receives until [`Receiver::recv`] fails; see [`Receiver::iter`].
+#[derive(Debug)]
+pub struct Iter<'a, T> {
+    rx: &'a Receiver<T>,
+}
+
+/// Receives what is queued; see [`Receiver::try_iter`].
+#[derive(Debug)]
+pub struct TryIter<'a, T> {
+    rx: &'a Receiver<T>,
+}
+
+/// Receives until [`Receiver::recv`] fails, owning the receiver.
+#[derive(Debug)]
+pub struct IntoIter<T> {
+    rx: Receiver<T>,
+}
+
+impl<T> Iterator for Iter<'_, T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+}
+
+impl<T> Iterator for TryIter<'_, T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        self.rx.try_recv().ok()
+    }
+}
+
+impl<T> Iterator for IntoIter<T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Receiver<T> {
+    type Item = T;
+    type IntoIter = Iter<'a, T>;
+    fn into_iter(self) -> Iter<'a, T> {
+        self.iter()
+    }
+}
+
+impl<T> IntoIterator for Receiver<T> {
+    type Item = T;
+    type IntoIter = IntoIter<T>;
+    fn into_iter(self) -> IntoIter<T> {
+        IntoIter { rx: self }
+    }
+}
+
+// ---- Errors ----
+
+/// Why a blocking receive returned no message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecvError {
+    /// Every sender has gone and nothing is left to receive.
+    Disconnected,
+    /// The deadline of an enclosing [`with_deadline`](crate::with_deadline)
+    /// scope passed.
+    DeadlineExceeded,
+    /// [`interrupt`](crate::interrupt) ended the wait.
+    Interrupted,
+    /// The task has been [`stop`](crate::stop)ped.
+    Stopped,
+}
+
+/// Why [`Receiver::recv_timeout`] (or `recv_deadline`) returned no message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecvTimeoutError {
+    /// The receive's own timeout passed.
+    Timeout,
+    /// Every sender has gone and nothing is left to receive.
+    Disconnected,
+    /// The deadline of an enclosing [`with_deadline`](crate::with_deadline)
+    /// scope passed (before the receive's own).
+    DeadlineExceeded,
+    /// [`interrupt`](crate::interrupt) ended the wait.
+    Interrupted,
+    /// The task has been [`stop`](crate::stop)ped.
+    Stopped,
+}
+
+/// Why [`Receiver::try_recv`] returned no message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TryRecvError {
+    /// Nothing is queued now.
+    Empty,
+    /// Every sender has gone and nothing is left to receive.
+    Disconnected,
+}
+
+/// Why a send failed; the error hands the value back
+/// ([`into_inner`](Self::into_inner)), which was not sent.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SendError<T> {
+    value: T,
+    kind: SendErrorKind,
+}
+
+/// What ended a send; see [`SendError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendErrorKind {
+    /// The receiver has been dropped.
+    Disconnected,
+    /// The send's own timeout passed (`send_timeout`, `send_deadline`).
+    Timeout,
+    /// The deadline of an enclosing [`with_deadline`](crate::with_deadline)
+    /// scope passed.
+    DeadlineExceeded,
+    /// [`interrupt`](crate::interrupt) ended the wait.
+    Interrupted,
+    /// The task has been [`stop`](crate::stop)ped.
+    Stopped,
+}
+
+/// Why [`SyncSender::try_send`] failed; the value is handed back.
+#[derive(Clone, PartialEq, Eq)]
+pub enum TrySendError<T> {
+    /// The channel is full (at bound 0: no receiver is waiting).
+    Full(T),
+    /// The receiver has been dropped.
+    Disconnected(T),
+}
+
+impl RecvError {
+    /// Whether every sender has gone.
+    pub fn is_disconnected(&self) -> bool {
+        *self == RecvError::Disconnected
+    }
+
+    /// Whether an enclosing scope's deadline ended the wait.
+    pub fn is_deadline_exceeded(&self) -> bool {
+        *self == RecvError::DeadlineExceeded
+    }
+
+    /// Whether an interrupt (or a stop) ended the wait.
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, RecvError::Interrupted | RecvError::Stopped)
+    }
+
+    /// A receive without a timeout of its own cannot time out; its wait's
+    /// deadline is the enclosing scope's.
+    pub(crate) fn from_timeout(e: RecvTimeoutError) -> Self {
+        match e {
+            RecvTimeoutError::Disconnected => RecvError::Disconnected,
+            RecvTimeoutError::Interrupted => RecvError::Interrupted,
+            RecvTimeoutError::Stopped => RecvError::Stopped,
+            RecvTimeoutError::DeadlineExceeded | RecvTimeoutError::Timeout => {
+                RecvError::DeadlineExceeded
+            }
+        }
+    }
+}
+
+impl RecvTimeoutError {
+    /// Whether the receive's own timeout passed.
+    pub fn is_timeout(&self) -> bool {
+        *self == RecvTimeoutError::Timeout
+    }
+
+    /// Whether every sender has gone.
+    pub fn is_disconnected(&self) -> bool {
+        *self == RecvTimeoutError::Disconnected
+    }
+
+    /// Whether an enclosing scope's deadline ended the wait.
+    pub fn is_deadline_exceeded(&self) -> bool {
+        *self == RecvTimeoutError::DeadlineExceeded
+    }
+
+    /// Whether an interrupt (or a stop) ended the wait.
+    pub fn is_interrupted(&self) -> bool {
+        matches!(
+            self,
+            RecvTimeoutError::Interrupted | RecvTimeoutError::Stopped
+        )
+    }
+}
+
+impl TryRecvError {
+    /// Whether nothing was queued.
+    pub fn is_empty(&self) -> bool {
+        *self == TryRecvError::Empty
+    }
+
+    /// Whether every sender has gone.
+    pub fn is_disconnected(&self) -> bool {
+        *self == TryRecvError::Disconnected
+    }
+}
+
+impl From<RecvError> for RecvTimeoutError {
+    fn from(e: RecvError) -> Self {
+        match e {
+            RecvError::Disconnected => RecvTimeoutError::Disconnected,
+            RecvError::DeadlineExceeded => RecvTimeoutError::DeadlineExceeded,
+            RecvError::Interrupted => RecvTimeoutError::Interrupted,
+            RecvError::Stopped => RecvTimeoutError::Stopped,
+        }
+    }
+}
+
+impl From<TryRecvError> for RecvTimeoutError {
+    /// `Empty` becomes `Timeout`: a wait that ended with nothing.
+    fn from(e: TryRecvError) -> Self {
+        match e {
+            TryRecvError::Empty => RecvTimeoutError::Timeout,
+            TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+        }
+    }
+}
+
+impl From<SendErrorKind> for RecvTimeoutError {
+    fn from(k: SendErrorKind) -> Self {
+        match k {
+            SendErrorKind::Disconnected => RecvTimeoutError::Disconnected,
+            SendErrorKind::Timeout => RecvTimeoutError::Timeout,
+            SendErrorKind::DeadlineExceeded => RecvTimeoutError::DeadlineExceeded,
+            SendErrorKind::Interrupted => RecvTimeoutError::Interrupted,
+            SendErrorKind::Stopped => RecvTimeoutError::Stopped,
+        }
+    }
+}
+
+impl fmt::Display for RecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RecvError::Disconnected => "receiving on a closed channel: every sender has gone",
+            RecvError::DeadlineExceeded => "receive cut short: deadline exceeded",
+            RecvError::Interrupted => "receive interrupted",
+            RecvError::Stopped => "receive refused: the task is stopped",
+        })
+    }
+}
+
+impl fmt::Display for RecvTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RecvTimeoutError::Timeout => "timed out waiting on a channel",
+            RecvTimeoutError::Disconnected => {
+                "receiving on a closed channel: every sender has gone"
+            }
+            RecvTimeoutError::DeadlineExceeded => "receive cut short: deadline exceeded",
+            RecvTimeoutError::Interrupted => "receive interrupted",
+            RecvTimeoutError::Stopped => "receive refused: the task is stopped",
+        })
+    }
+}
+
+impl fmt::Display for TryRecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TryRecvError::Empty => "receiving on an empty channel",
+            TryRecvError::Disconnected => "receiving on a closed channel: every sender has gone",
+        })
+    }
+}
+
+impl std::error::Error for RecvError {}
+impl std::error::Error for RecvTimeoutError {}
+impl std::error::Error for TryRecvError {}
+
+impl<T> SendError<T> {
+    fn new(value: T, kind: SendErrorKind) -> Self {
+        SendError { value, kind }
+    }
+
+    /// The value that was not sent.
+    pub fn into_inner(self) -> T {
+        self.value
+    }
+
+    /// What ended the send.
+    pub fn kind(&self) -> SendErrorKind {
+        self.kind
+    }
+
+    /// Whether the receiver has been dropped.
+    pub fn is_disconnected(&self) -> bool {
+        self.kind == SendErrorKind::Disconnected
+    }
+
+    /// Whether the send's own timeout passed.
+    pub fn is_timeout(&self) -> bool {
+        self.kind == SendErrorKind::Timeout
+    }
+
+    /// Whether an enclosing scope's deadline ended the wait.
+    pub fn is_deadline_exceeded(&self) -> bool {
+        self.kind == SendErrorKind::DeadlineExceeded
+    }
+
+    /// Whether an interrupt (or a stop) ended the wait.
+    pub fn is_interrupted(&self) -> bool {
+        matches!(
+            self.kind,
+            SendErrorKind::Interrupted | SendErrorKind::Stopped
+        )
+    }
+}
+
+impl<T> fmt::Debug for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendError")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Display for SendErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SendErrorKind::Disconnected => "sending on a closed channel: the receiver has gone",
+            SendErrorKind::Timeout => "timed out waiting to send on a full channel",
+            SendErrorKind::DeadlineExceeded => "send cut short: deadline exceeded",
+            SendErrorKind::Interrupted => "send interrupted",
+            SendErrorKind::Stopped => "send refused: the task is stopped",
+        })
+    }
+}
+
+impl<T> fmt::Display for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.kind, f)
+    }
+}
+
+impl<T: Send> std::error::Error for SendError<T> {}
+
+impl<T> TrySendError<T> {
+    /// The value that was not sent.
+    pub fn into_inner(self) -> T {
+        match self {
+            TrySendError::Full(v) | TrySendError::Disconnected(v) => v,
+        }
+    }
+
+    /// Whether the channel was full.
+    pub fn is_full(&self) -> bool {
+        matches!(self, TrySendError::Full(_))
+    }
+
+    /// Whether the receiver has been dropped.
+    pub fn is_disconnected(&self) -> bool {
+        matches!(self, TrySendError::Disconnected(_))
+    }
+}
+
+impl<T> fmt::Debug for TrySendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrySendError::Full(_) => f.write_str("Full(..)"),
+            TrySendError::Disconnected(_) => f.write_str("Disconnected(..)"),
+        }
+    }
+}
+
+impl<T> fmt::Display for TrySendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TrySendError::Full(_) => "sending on a full channel",
+            TrySendError::Disconnected(_) => "sending on a closed channel: the receiver has gone",
+        })
+    }
+}
+
+impl<T: Send> std::error::Error for TrySendError<T> {}
+
+impl<T> From<SendError<T>> for TrySendError<T> {
+    /// A send that failed because the receiver went is `Disconnected`;
+    /// any other ending means the channel stayed full (`Full`).
+    fn from(e: SendError<T>) -> Self {
+        match e.kind {
+            SendErrorKind::Disconnected => TrySendError::Disconnected(e.value),
+            _ => TrySendError::Full(e.value),
+        }
+    }
+}
+
+/// Under loom: the crossbeam queues' methods over a mutex, which loom
+/// checks (see the module docs).
+#[cfg(loom)]
+mod model_queue {
+    use crate::loom::{lock, sync::Mutex};
+    use std::collections::VecDeque;
+
+    pub(super) struct SegQueue<T>(Mutex<VecDeque<T>>);
+
+    impl<T> SegQueue<T> {
+        pub(super) fn new() -> Self {
+            SegQueue(Mutex::new(VecDeque::new()))
+        }
+        pub(super) fn push(&self, v: T) {
+            lock(&self.0).push_back(v);
+        }
+        pub(super) fn pop(&self) -> Option<T> {
+            lock(&self.0).pop_front()
+        }
+    }
+
+    pub(super) struct ArrayQueue<T> {
+        q: Mutex<VecDeque<T>>,
+        cap: usize,
+    }
+
+    impl<T> ArrayQueue<T> {
+        pub(super) fn new(cap: usize) -> Self {
+            ArrayQueue {
+                q: Mutex::new(VecDeque::new()),
+                cap,
+            }
+        }
+        pub(super) fn push(&self, v: T) -> Result<(), T> {
+            let mut q = lock(&self.q);
+            if q.len() == self.cap {
+                return Err(v);
+            }
+            q.push_back(v);
+            Ok(())
+        }
+        pub(super) fn pop(&self) -> Option<T> {
+            lock(&self.q).pop_front()
+        }
+        pub(super) fn is_full(&self) -> bool {
+            lock(&self.q).len() == self.cap
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+#[path = "loom_mpsc.rs"]
+mod loom_mpsc;
