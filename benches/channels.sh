@@ -8,7 +8,7 @@
 #   bash benches/channels.sh --quick    # 1 short run (for CI)
 #
 # Cases (src/bin/channels.rs says exactly what each measures), two workers
-# (GOMAXPROCS=2) each:
+# (GOMAXPROCS=2) each, the runtimes' tasks spawned from a task:
 #   - pingpong_bounded1 / pingpong_bounded0 / pingpong_unbounded: a token
 #     passed back and forth between two tasks through two channels of bound
 #     1, 0 (rendezvous) or none: 1 000 000 round trips or 3 s of them,
@@ -21,7 +21,9 @@
 # channel. The ratios are spindle's time per operation over each peer's
 # (per round trip, or per message: the peer's rate over spindle's), so below
 # 1 spindle is faster; the goal column checks spindle against the best
-# peer: ping-pong at most 0.7 of its time, one-way at least its rate.
+# peer: ping-pong at most 0.7 of its time, one-way at least its rate. Last,
+# how many ping-pong runs had their two tasks on two workers (a pair on one
+# worker hands over by switching, on two by waking the other thread).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -110,5 +112,16 @@ if ratio_lines:
     print("| case | " + " | ".join(s for s in systems if s != "spindle") + " |")
     print("|---" * len(systems) + "|")
     print("\n".join(ratio_lines))
+splits = {}
+for (case, system), rs in rows.items():
+    if system in ("spindle", "tokio", "may") and case.startswith("pingpong"):
+        v = [r.get("split", "-") for r in rs if r.get("split", "-") != "-"]
+        if v:
+            splits.setdefault(system, []).append(f"{case} {v.count('1')}/{len(v)}")
+if splits:
+    print()
+    print("ping-pong runs whose two tasks ended on two workers:")
+    for system, v in splits.items():
+        print(f"- {system}: " + ", ".join(v))
 PY
 rm -f "$results"

@@ -12,11 +12,15 @@
 //! - `semaphore_contended_1`, `semaphore_contended_2`: 4 tasks on the 2
 //!   workers do the same on one semaphore of 1 or 2 permits; the wall time
 //!   over all their acquisitions. Per acquire + release.
+//! - `channel_pingpong_bounded1`, `channel_pingpong_unbounded`: two tasks
+//!   pass a token back and forth through two channels of bound 1 (spindle
+//!   `sync_channel(1)`, tokio `channel(1)`) or unbounded. Per round trip.
+//!   `benches/channels.sh` compares more peers, each in a fresh process.
 //!
 //! spindle's side runs in the body of `block_on` (a task) and tasks it
 //! spawns; tokio's in `tokio::spawn`ed tasks (the future of tokio's
 //! `block_on` runs on the calling thread, not on a worker), with
-//! `tokio::sync::{RwLock, Semaphore}`. Contended batches spawn their
+//! `tokio::sync::{RwLock, Semaphore, mpsc}`. Contended batches spawn their
 //! tasks anew each batch (4 spawns per 400 000 operations).
 
 mod common;
@@ -293,11 +297,111 @@ fn tokio_semaphore_contended(rt: &tokio::runtime::Runtime, permits: usize, iters
     })
 }
 
+// ---------------------------------------------------------------- channels
+
+/// Ping-pong over two spindle channels made by `make`, sent on by `send`.
+fn spindle_pingpong<S: Send + 'static>(
+    rt: &spindle::Runtime,
+    iters: u64,
+    make: fn() -> (S, spindle::sync::mpsc::Receiver<u64>),
+    send: fn(&S, u64),
+) -> Duration {
+    rt.block_on(move || {
+        let recv = |r: &spindle::sync::mpsc::Receiver<u64>| {
+            r.recv().unwrap_or_else(|_| panic!("spindle sender gone"))
+        };
+        let (to_pong, pong_rx) = make();
+        let (to_ping, ping_rx) = make();
+        let start = Instant::now();
+        let pong = spindle::spawn(move || {
+            for _ in 0..iters {
+                send(&to_ping, recv(&pong_rx));
+            }
+        });
+        let ping = spindle::spawn(move || {
+            for i in 0..iters {
+                send(&to_pong, i);
+                assert_eq!(recv(&ping_rx), i);
+            }
+        });
+        ping.join().expect("spindle task failed");
+        pong.join().expect("spindle task failed");
+        start.elapsed()
+    })
+}
+
+fn spindle_pingpong_bounded1(rt: &spindle::Runtime, iters: u64) -> Duration {
+    spindle_pingpong(
+        rt,
+        iters,
+        || spindle::sync::mpsc::sync_channel(1),
+        |s, v| {
+            s.send(v)
+                .unwrap_or_else(|_| panic!("spindle receiver gone"))
+        },
+    )
+}
+
+fn spindle_pingpong_unbounded(rt: &spindle::Runtime, iters: u64) -> Duration {
+    spindle_pingpong(rt, iters, spindle::sync::mpsc::channel, |s, v| {
+        s.send(v)
+            .unwrap_or_else(|_| panic!("spindle receiver gone"))
+    })
+}
+
+fn tokio_pingpong_bounded1(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
+    use tokio::sync::mpsc::channel;
+    rt.block_on(async move {
+        let (to_pong, mut pong_rx) = channel::<u64>(1);
+        let (to_ping, mut ping_rx) = channel::<u64>(1);
+        let start = Instant::now();
+        let pong = tokio::spawn(async move {
+            for _ in 0..iters {
+                let v = pong_rx.recv().await.expect("ping gone");
+                to_ping.send(v).await.expect("ping gone");
+            }
+        });
+        let ping = tokio::spawn(async move {
+            for i in 0..iters {
+                to_pong.send(i).await.expect("pong gone");
+                assert_eq!(ping_rx.recv().await, Some(i));
+            }
+        });
+        ping.await.expect("tokio task failed");
+        pong.await.expect("tokio task failed");
+        start.elapsed()
+    })
+}
+
+fn tokio_pingpong_unbounded(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
+    use tokio::sync::mpsc::unbounded_channel;
+    rt.block_on(async move {
+        let (to_pong, mut pong_rx) = unbounded_channel::<u64>();
+        let (to_ping, mut ping_rx) = unbounded_channel::<u64>();
+        let start = Instant::now();
+        let pong = tokio::spawn(async move {
+            for _ in 0..iters {
+                let v = pong_rx.recv().await.expect("ping gone");
+                to_ping.send(v).expect("ping gone");
+            }
+        });
+        let ping = tokio::spawn(async move {
+            for i in 0..iters {
+                to_pong.send(i).expect("pong gone");
+                assert_eq!(ping_rx.recv().await, Some(i));
+            }
+        });
+        ping.await.expect("tokio task failed");
+        pong.await.expect("tokio task failed");
+        start.elapsed()
+    })
+}
+
 // -------------------------------------------------------------------- main
 
 fn bench_all(c: &mut Criterion, p: &Peers) {
     type Case<'a> = (&'a str, Box<dyn Fn(u64) -> Duration + 'a>);
-    let benches: [(&str, [Case<'_>; 2]); 5] = [
+    let benches: [(&str, [Case<'_>; 2]); 7] = [
         (
             "rwlock_read_uncontended",
             [
@@ -355,6 +459,26 @@ fn bench_all(c: &mut Criterion, p: &Peers) {
                     "tokio",
                     Box::new(|i| tokio_semaphore_contended(&p.tokio, 2, i)),
                 ),
+            ],
+        ),
+        (
+            "channel_pingpong_bounded1",
+            [
+                (
+                    "spindle",
+                    Box::new(|i| spindle_pingpong_bounded1(&p.spindle, i)),
+                ),
+                ("tokio", Box::new(|i| tokio_pingpong_bounded1(&p.tokio, i))),
+            ],
+        ),
+        (
+            "channel_pingpong_unbounded",
+            [
+                (
+                    "spindle",
+                    Box::new(|i| spindle_pingpong_unbounded(&p.spindle, i)),
+                ),
+                ("tokio", Box::new(|i| tokio_pingpong_unbounded(&p.tokio, i))),
             ],
         ),
     ];

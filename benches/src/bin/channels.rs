@@ -9,6 +9,11 @@
 //! - `crossbeam`: `crossbeam-channel` between std threads;
 //! - `std`: `std::sync::mpsc` between std threads.
 //!
+//! The runtimes' tasks are spawned from a task (spindle: the body of
+//! `block_on`; tokio: a `tokio::spawn`ed task, since the future of tokio's
+//! `block_on` runs on the calling thread; may: a coroutine), the threads'
+//! from the main thread.
+//!
 //! Cases:
 //! - `pingpong_bounded1`, `pingpong_bounded0`, `pingpong_unbounded`: two
 //!   tasks (threads) pass a token back and forth through two channels of
@@ -20,10 +25,13 @@
 //!   which sums them (the sum is checked); prints millions of messages per
 //!   second, from before the first spawn to the consumer's last receive.
 //!
-//! Output is one line: `case=… system=… n=… value=… unit=…`, `unit` `ns/rt`
-//! or `M/s`; a case the system has no channel for prints `value=-`
-//! (tokio and may have no rendezvous channel, may no bounded one).
+//! Output is one line: `case=… system=… n=… value=… unit=… split=…`, `unit`
+//! `ns/rt` or `M/s`; `split` says whether the two sides of a ping-pong
+//! ended on two threads (1) or one (0), `-` where it does not apply. A case
+//! the system has no channel for prints `value=-` (tokio and may have no
+//! rendezvous channel, may no bounded one).
 
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 /// How often the pinging side looks at the clock, in round trips.
@@ -44,8 +52,9 @@ enum Case {
 
 /// What a case measured.
 enum Outcome {
-    /// Round trips done and the time they took.
-    RoundTrips(u64, Duration),
+    /// Round trips done, the time they took, and whether the two sides
+    /// ended on two threads (`None`: not known).
+    RoundTrips(u64, Duration, Option<bool>),
     /// Messages received and the time they took.
     Messages(u64, Duration),
     /// The system has no channel of this kind.
@@ -88,21 +97,23 @@ fn main() {
         "std" => std_arm::run(case, n, budget),
         _ => fail(),
     };
-    let (n, value, unit) = match outcome {
-        Outcome::RoundTrips(done, t) => (
+    let (n, value, unit, split) = match outcome {
+        Outcome::RoundTrips(done, t, split) => (
             done,
             format!("{:.1}", t.as_nanos() as f64 / done as f64),
             "ns/rt",
+            split.map_or("-", |s| if s { "1" } else { "0" }),
         ),
         Outcome::Messages(done, t) => (
             done,
             format!("{:.2}", done as f64 / t.as_secs_f64() / 1e6),
             "M/s",
+            "-",
         ),
-        Outcome::Unsupported => (n, "-".into(), "-"),
+        Outcome::Unsupported => (n, "-".into(), "-", "-"),
     };
     println!(
-        "case={} system={} n={n} value={value} unit={unit}",
+        "case={} system={} n={n} value={value} unit={unit} split={split}",
         args[2], args[1]
     );
 }
@@ -159,6 +170,10 @@ fn pong<S, R>(tx: &S, rx: &R, send: impl Fn(&S, u64), recv: impl Fn(&R) -> u64) 
     }
 }
 
+fn here() -> ThreadId {
+    std::thread::current().id()
+}
+
 fn pingpong<S, R>(
     sys: &impl Spawn,
     n: u64,
@@ -173,11 +188,14 @@ where
 {
     let (to_pong, pong_rx) = make();
     let (to_ping, ping_rx) = make();
-    let ponger = sys.go(move || pong(&to_ping, &pong_rx, send, recv));
-    let pinger = sys.go(move || ping(n, budget, &to_pong, &ping_rx, send, recv));
-    let (done, t) = pinger();
-    ponger();
-    Outcome::RoundTrips(done, t)
+    let ponger = sys.go(move || {
+        pong(&to_ping, &pong_rx, send, recv);
+        here()
+    });
+    let pinger = sys.go(move || (ping(n, budget, &to_pong, &ping_rx, send, recv), here()));
+    let ((done, t), a) = pinger();
+    let b = ponger();
+    Outcome::RoundTrips(done, t, Some(a != b))
 }
 
 /// The sum of `0..k`, which each producer sends.
@@ -246,12 +264,53 @@ impl Spawn for Threads {
 
 // ----------------------------------------------------------------- spindle
 
-/// Until `spindle::sync::mpsc` lands, spindle's column is empty.
 mod spindle_arm {
     use super::*;
+    use spindle::sync::mpsc;
 
-    pub(super) fn run(_: Case, _: u64, _: Duration) -> Outcome {
-        Outcome::Unsupported
+    /// Spawns from a task (the body of `block_on`): onto its worker.
+    struct Tasks;
+
+    impl Spawn for Tasks {
+        fn go<T: Send + 'static>(
+            &self,
+            f: impl FnOnce() -> T + Send + 'static,
+        ) -> Box<dyn FnOnce() -> T> {
+            let h = spindle::spawn(f);
+            Box::new(move || h.join().expect("spindle task failed"))
+        }
+    }
+
+    pub(super) fn run(case: Case, n: u64, budget: Duration) -> Outcome {
+        let rt = spindle::Runtime::builder()
+            .workers(2)
+            .build()
+            .expect("spindle runtime");
+        // The errors carry the value back: no Debug bound wanted on them.
+        let recv =
+            |r: &mpsc::Receiver<u64>| r.recv().unwrap_or_else(|_| panic!("spindle sender gone"));
+        let send = |s: &mpsc::Sender<u64>, v| {
+            s.send(v)
+                .unwrap_or_else(|_| panic!("spindle receiver gone"))
+        };
+        let sync_send = |s: &mpsc::SyncSender<u64>, v| {
+            s.send(v)
+                .unwrap_or_else(|_| panic!("spindle receiver gone"))
+        };
+        let out = rt.block_on(move || match case {
+            Case::PingPong(Kind::Bounded1) => {
+                pingpong(&Tasks, n, budget, || mpsc::sync_channel(1), sync_send, recv)
+            }
+            Case::PingPong(Kind::Bounded0) => {
+                pingpong(&Tasks, n, budget, || mpsc::sync_channel(0), sync_send, recv)
+            }
+            Case::PingPong(Kind::Unbounded) => {
+                pingpong(&Tasks, n, budget, mpsc::channel, send, recv)
+            }
+            Case::OneWay { producers } => oneway(&Tasks, n, producers, mpsc::channel, send, recv),
+        });
+        rt.shutdown();
+        out
     }
 }
 
@@ -270,13 +329,19 @@ mod tokio_arm {
 
     pub(super) fn run(case: Case, n: u64, budget: Duration) -> Outcome {
         let rt = runtime();
+        // From a task: the future of `block_on` runs on the calling
+        // thread, not on a worker.
         let out = rt.block_on(async move {
-            match case {
-                Case::PingPong(Kind::Bounded1) => pingpong_bounded(n, budget).await,
-                Case::PingPong(Kind::Bounded0) => Outcome::Unsupported,
-                Case::PingPong(Kind::Unbounded) => pingpong_unbounded(n, budget).await,
-                Case::OneWay { producers } => oneway(n, producers).await,
-            }
+            tokio::spawn(async move {
+                match case {
+                    Case::PingPong(Kind::Bounded1) => pingpong_bounded(n, budget).await,
+                    Case::PingPong(Kind::Bounded0) => Outcome::Unsupported,
+                    Case::PingPong(Kind::Unbounded) => pingpong_unbounded(n, budget).await,
+                    Case::OneWay { producers } => oneway(n, producers).await,
+                }
+            })
+            .await
+            .expect("tokio task failed")
         });
         rt.shutdown_timeout(Duration::from_secs(5));
         out
@@ -289,10 +354,11 @@ mod tokio_arm {
         let ponger = tokio::spawn(async move {
             while let Some(v) = pong_rx.recv().await {
                 if v == 0 {
-                    return;
+                    break;
                 }
                 to_ping.send(v).await.expect("pinger gone");
             }
+            here()
         });
         let pinger = tokio::spawn(async move {
             let t0 = Instant::now();
@@ -308,11 +374,11 @@ mod tokio_arm {
             }
             let t = t0.elapsed();
             to_pong.send(0).await.expect("ponger gone");
-            (done, t)
+            (done, t, here())
         });
-        let (done, t) = pinger.await.expect("tokio task failed");
-        ponger.await.expect("tokio task failed");
-        Outcome::RoundTrips(done, t)
+        let (done, t, a) = pinger.await.expect("tokio task failed");
+        let b = ponger.await.expect("tokio task failed");
+        Outcome::RoundTrips(done, t, Some(a != b))
     }
 
     /// Ping-pong through two `mpsc::unbounded_channel`s.
@@ -322,10 +388,11 @@ mod tokio_arm {
         let ponger = tokio::spawn(async move {
             while let Some(v) = pong_rx.recv().await {
                 if v == 0 {
-                    return;
+                    break;
                 }
                 to_ping.send(v).expect("pinger gone");
             }
+            here()
         });
         let pinger = tokio::spawn(async move {
             let t0 = Instant::now();
@@ -341,11 +408,11 @@ mod tokio_arm {
             }
             let t = t0.elapsed();
             to_pong.send(0).expect("ponger gone");
-            (done, t)
+            (done, t, here())
         });
-        let (done, t) = pinger.await.expect("tokio task failed");
-        ponger.await.expect("tokio task failed");
-        Outcome::RoundTrips(done, t)
+        let (done, t, a) = pinger.await.expect("tokio task failed");
+        let b = ponger.await.expect("tokio task failed");
+        Outcome::RoundTrips(done, t, Some(a != b))
     }
 
     async fn oneway(n: u64, producers: u64) -> Outcome {
@@ -390,6 +457,7 @@ mod may_arm {
     use super::*;
     use may::sync::mpsc;
 
+    /// Spawns coroutines (from a coroutine: see [`run`]).
     struct Coroutines;
 
     impl Spawn for Coroutines {
@@ -412,7 +480,8 @@ mod may_arm {
         may::config().set_workers(2);
         let send = |s: &mpsc::Sender<u64>, v| s.send(v).expect("may receiver gone");
         let recv = |r: &mpsc::Receiver<u64>| r.recv().expect("may sender gone");
-        match case {
+        // From a coroutine, as the others spawn from a task.
+        Coroutines.go(move || match case {
             Case::PingPong(Kind::Bounded1 | Kind::Bounded0) => Outcome::Unsupported,
             Case::PingPong(Kind::Unbounded) => {
                 pingpong(&Coroutines, n, budget, mpsc::channel, send, recv)
@@ -420,7 +489,7 @@ mod may_arm {
             Case::OneWay { producers } => {
                 oneway(&Coroutines, n, producers, mpsc::channel, send, recv)
             }
-        }
+        })()
     }
 }
 
