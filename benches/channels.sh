@@ -6,6 +6,7 @@
 #
 #   bash benches/channels.sh            # 3 runs of every case
 #   bash benches/channels.sh --quick    # 1 short run (for CI)
+#   bash benches/channels.sh --raw FILE # also keep every run's line in FILE
 #
 # Cases (src/bin/channels.rs says exactly what each measures), two workers
 # (GOMAXPROCS=2) each, the runtimes' tasks spawned from a task:
@@ -27,14 +28,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-runs=3 rts=1000000 budget_ms=3000 msgs=10000000
+runs=3 rts=1000000 budget_ms=3000 msgs=10000000 raw=
 systems="spindle tokio may crossbeam std go"
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) runs=1 rts=50000 budget_ms=300 msgs=1000000; shift ;;
     --runs) runs=$2; shift 2 ;;
     --systems) systems=$2; shift 2 ;;
-    *) echo "usage: $0 [--quick] [--runs N] [--systems LIST]" >&2; exit 2 ;;
+    --raw) raw=$2; shift 2 ;;
+    *) echo "usage: $0 [--quick] [--runs N] [--systems LIST] [--raw FILE]" >&2; exit 2 ;;
   esac
 done
 
@@ -124,4 +126,5 @@ if splits:
     for system, v in splits.items():
         print(f"- {system}: " + ", ".join(v))
 PY
+[ -n "$raw" ] && cp "$results" "$raw"
 rm -f "$results"
