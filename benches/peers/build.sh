@@ -1,5 +1,5 @@
 # Sourced by the benchmark scripts that run a Rust bench binary beside a Go
-# peer program (cold_start.sh, sleep_cpu.sh).
+# peer program (cold_start.sh, sleep_cpu.sh, channels.sh).
 #
 #   log MESSAGE...
 #
