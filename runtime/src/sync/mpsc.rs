@@ -95,7 +95,7 @@ const PARKED: u32 = 1;
 /// microseconds; a producer on another core often delivers within that
 /// time. (A task yields once instead; see `Chan::recv`.)
 #[cfg(not(loom))]
-const SPINS: u32 = 32;
+const SPINS: u32 = 12;
 /// No spinning in the models: it only multiplies their interleavings.
 #[cfg(loom)]
 const SPINS: u32 = 0;
@@ -282,8 +282,13 @@ impl<T> Chan<T> {
                     return Ok(v);
                 }
             }
-            for _ in 0..SPINS {
-                std::hint::spin_loop();
+            // Looks spaced out, each gap twice the last (up to 64 pauses):
+            // a receiver that polls the queue's tail without a break
+            // would pull its line away from the producer at every push.
+            for step in 0..SPINS {
+                for _ in 0..1u32 << step.min(6) {
+                    std::hint::spin_loop();
+                }
                 if let Some(v) = self.pop() {
                     return Ok(v);
                 }
