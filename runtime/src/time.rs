@@ -125,23 +125,29 @@ fn sleep_thread(deadline: Option<Instant>) -> Result<(), SleepError> {
     }
 }
 
-/// Wakes task `id` out of its sleep or [`Butex::wait`](crate::Butex::wait)
-/// with `Interrupted`. If it is not in one, the interrupt is remembered and
-/// ends its next sleep or `Butex::wait` that blocks, at once. Interrupts are
-/// not counted: several that land before that wait end it alone (as in
-/// bthread), and an interrupt that finds the wait already ended (woken,
-/// timed out) waits for the next one. Joins and the waits of
-/// [`sync`](crate::sync) (mutex, condvar, countdown) are never interrupted:
-/// an interrupt that finds the task in one stays pending for the next sleep
-/// or `Butex::wait`. A finished or unknown id is `NoSuchTask`.
+/// Wakes task `id` out of its interruptible wait with `Interrupted`: a
+/// sleep, a [`Butex::wait`](crate::Butex::wait), a socket or fd wait, a
+/// channel's send or receive ([`sync::mpsc`](crate::sync::mpsc),
+/// [`sync::oneshot`](crate::sync::oneshot)) or a
+/// [`Semaphore`](crate::sync::Semaphore) acquire. If it is not in one, the
+/// interrupt is remembered and ends its next interruptible wait that
+/// blocks, at once. Interrupts are not counted: several that land before
+/// that wait end it alone (as in bthread), and an interrupt that finds the
+/// wait already ended (woken, timed out) waits for the next one. Joins, the
+/// end of a [`scope`](crate::scope), and the waits of the locks and
+/// [`Barrier`](crate::sync::Barrier) (mutex, condvar, rwlock, once-cell,
+/// countdown) are never interrupted: an interrupt that finds the task in
+/// one stays pending for the next interruptible wait. A finished or
+/// unknown id is `NoSuchTask`.
 pub fn interrupt(id: TaskId) -> Result<(), NoSuchTask> {
     signal(id, false)
 }
 
-/// Marks task `id` stopped and interrupts it. From then on its sleeps and
-/// `Butex::wait`s fail with `Stopped` at once, and [`is_stopped`] is true in
-/// it. As for [`interrupt`], joins and the waits of `sync` are not ended: a
-/// task blocked in one goes on waiting there.
+/// Marks task `id` stopped and interrupts it. From then on its
+/// interruptible waits (see [`interrupt`]) fail with `Stopped` at once, and
+/// [`is_stopped`] is true in it. As for [`interrupt`], joins and the waits
+/// of the locks and `Barrier` are not ended: a task blocked in one goes on
+/// waiting there.
 pub fn stop(id: TaskId) -> Result<(), NoSuchTask> {
     signal(id, true)
 }
