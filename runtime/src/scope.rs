@@ -24,6 +24,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Runs `f` with a [`Scope`] to spawn tasks that borrow from the caller,
 /// and returns once every task spawned in it has ended (std's
@@ -99,6 +100,9 @@ struct ScopeData {
 
 impl ScopeData {
     fn wait_all(&self) {
+        if sched::unwinding_cancelled() {
+            return self.wait_all_at_stop();
+        }
         deadline::without_scope(|| loop {
             let live = self.live.value().load(Ordering::Acquire);
             if live == 0 {
@@ -108,6 +112,33 @@ impl ScopeData {
             // docs); a spurious return re-checks.
             let _ = wait::wait(self.live.queue(), live, None, WaitKind::Uncancellable);
         });
+    }
+}
+
+impl ScopeData {
+    /// The end of a scope whose owner the runtime's stop is unwinding (its
+    /// closure was in a wait the stop ended): the owner cannot suspend any
+    /// more (a suspend would only resume the unwind), and must not let its
+    /// frame go while the scope's tasks may borrow from it. So its worker
+    /// cancels its other tasks now, the scope's among them, and this thread
+    /// waits for those on other workers, which their own workers' stops
+    /// cancel.
+    #[cold]
+    fn wait_all_at_stop(&self) {
+        sched::cancel_rest_at_stop();
+        let since = Instant::now();
+        let mut warned = false;
+        while self.live.value().load(Ordering::Acquire) != 0 {
+            std::thread::sleep(Duration::from_micros(100));
+            if !warned && since.elapsed() >= sched::HELD_UP_WARNING {
+                warned = true;
+                tracing::warn!(
+                    live = self.live.value().load(Ordering::Relaxed),
+                    "the stop unwinds a scope's owner, which waits for the scope's tasks \
+                     on other workers to end"
+                );
+            }
+        }
     }
 }
 

@@ -172,3 +172,58 @@ fn shutdown_ends_a_scope_with_cancelled_tasks() {
     // The scope's own task ended one way or the other; it did not hang.
     let _ = h.join();
 }
+
+/// Guards the frame a scope's tasks borrow when the runtime's stop unwinds
+/// the scope's *owner* first, in a wait inside the scope's closure (not at
+/// the scope's end): the owner must not finish unwinding, which frees the
+/// frame, before the scoped tasks have ended. The frame and each scoped
+/// task log their drops; the frame's must come last.
+#[test]
+fn a_stop_unwinding_the_owner_waits_for_the_scoped_tasks() {
+    type Log = std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>;
+    /// Logs `what` when dropped.
+    struct LogOnDrop(Log, &'static str);
+    impl Drop for LogOnDrop {
+        fn drop(&mut self) {
+            self.0.lock().unwrap().push(self.1);
+        }
+    }
+    for workers in [1, 2] {
+        let rt = rt(workers);
+        let log: Log = Default::default();
+        let started = std::sync::Arc::new(AtomicUsize::new(0));
+        let (st, l) = (started.clone(), log.clone());
+        let _owner = rt.spawn(move || {
+            let frame = LogOnDrop(l.clone(), "owner's frame");
+            spindle::scope(|s| {
+                for _ in 0..2 {
+                    let (st, l, frame) = (st.clone(), l.clone(), &frame);
+                    s.spawn(move || {
+                        let _guard = LogOnDrop(l, "scoped task");
+                        st.fetch_add(1, Ordering::SeqCst);
+                        let _ = spindle::sleep(Duration::from_secs(60));
+                        frame.1.len()
+                    });
+                }
+                // The owner waits inside the closure, where the stop ends
+                // its wait.
+                let _ = spindle::sleep(Duration::from_secs(60));
+            });
+        });
+        common::wait_for("both scoped tasks to start", || {
+            started.load(Ordering::SeqCst) == 2
+        });
+        let t0 = Instant::now();
+        rt.shutdown();
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the 60 s sleeps were cancelled"
+        );
+        let log = log.lock().unwrap().clone();
+        assert_eq!(
+            log,
+            ["scoped task", "scoped task", "owner's frame"],
+            "with {workers} workers"
+        );
+    }
+}

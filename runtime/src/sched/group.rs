@@ -898,6 +898,20 @@ impl TaskGroup {
     }
 
     /// Drops a dequeued task at stop and tells its joiner it was cancelled.
+    /// At stop, from inside the unwind of a cancelled task whose frame
+    /// other tasks still borrow (a `scope`'s owner): cancels every other
+    /// task of this worker now, as the stop would after this one, so that
+    /// the borrowers of this worker end before the owner's frame goes.
+    /// The state of the unwind in progress is restored after.
+    pub(crate) fn cancel_rest_at_stop(&self) {
+        let current = self.current.get();
+        self.cancel_queued();
+        self.cancel_blocked();
+        self.current.set(current);
+        self.unwinding_cancelled.set(true);
+        overflow::set_running(current.map_or(ptr::null(), |t| t.as_ptr().cast_const().cast()));
+    }
+
     fn cancel(&self, t: TaskRef, started: bool) {
         // A started task unwinds on its own stack, as itself. A never-run
         // task's body (or unstarted coroutine) is dropped here, on the

@@ -78,6 +78,15 @@ pub(crate) fn unwinding_cancelled() -> bool {
     current_group().is_some_and(TaskGroup::is_unwinding_cancelled)
 }
 
+/// At stop, from inside the unwind of a cancelled task whose frame other
+/// tasks still borrow: cancels the rest of this worker's tasks now (see
+/// `TaskGroup::cancel_rest_at_stop`). Does nothing elsewhere.
+pub(crate) fn cancel_rest_at_stop() {
+    if let Some(g) = current_group().filter(|g| g.is_unwinding_cancelled()) {
+        g.cancel_rest_at_stop();
+    }
+}
+
 /// The worker running on this thread, if it is one of `control`'s.
 #[inline]
 pub(crate) fn worker_of(control: &TaskControl) -> Option<&'static TaskGroup> {
