@@ -555,13 +555,18 @@ impl<T: 'static> LocalKey<T> {
             // SAFETY: we are the task itself; references into its values
             // reach only their (boxed) contents, and values stay until the
             // task ends, after this call.
-            Some(t) => unsafe {
-                LocalValues::get_or_init(ptr::from_mut(t.locals_mut()), key, self.init)
-            },
+            Some(t) => unsafe { LocalValues::get_or_init(t.locals_ptr(), key, self.init) },
             // SAFETY: this thread's storage, used by this thread alone; its
             // values stay until the thread exits.
-            None => THREAD_LOCAL_VALUES
-                .with(|v| unsafe { LocalValues::get_or_init(v.get(), key, self.init) }),
+            None => match THREAD_LOCAL_VALUES
+                .try_with(|v| unsafe { LocalValues::get_or_init(v.get(), key, self.init) })
+            {
+                Ok(value) => value,
+                // The thread is exiting and its values are being dropped
+                // (a value's `Drop` uses a key): a value made now is
+                // dropped at once, after `f`.
+                Err(_) => return f(&(self.init)()),
+            },
         };
         // SAFETY: `get_or_init` returns a value that stays valid until the
         // task (or thread) ends, which is not before `f` returns.

@@ -157,3 +157,46 @@ fn a_plain_thread_has_its_own_values() {
     .unwrap();
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 }
+
+spindle::task_local! {
+    static BASE: u32 = 40;
+    static DERIVED: u32 = BASE.with(|b| *b + 2);
+}
+
+/// Guards an initializer that uses another key (and the other key's value
+/// staying where the first reference saw it).
+#[test]
+fn an_initializer_may_use_another_key() {
+    let rt = rt(1);
+    let v = rt.block_on(|| {
+        COUNTER.with(|c| {
+            c.set(1);
+            let d = DERIVED.with(|d| *d);
+            (d, c.get(), BASE.with(|b| *b))
+        })
+    });
+    assert_eq!(v, (42, 1, 40));
+    assert_eq!(
+        std::thread::spawn(|| DERIVED.with(|d| *d)).join().unwrap(),
+        42
+    );
+}
+
+/// Guards a plain thread's exit: a value whose `Drop` uses a key while the
+/// thread's values are being dropped gets a fresh value, and nothing
+/// aborts.
+#[test]
+fn a_thread_value_dropping_may_use_a_key() {
+    struct UsesKey;
+    impl Drop for UsesKey {
+        fn drop(&mut self) {
+            assert_eq!(BASE.with(|b| *b), 40);
+        }
+    }
+    spindle::task_local! {
+        static HOLDS: RefCell<Option<UsesKey>> = RefCell::new(None);
+    }
+    std::thread::spawn(|| HOLDS.with(|h| *h.borrow_mut() = Some(UsesKey)))
+        .join()
+        .unwrap();
+}

@@ -87,14 +87,14 @@ pub(crate) fn drop_locals(t: TaskRef) {
     for _ in 0..DROP_ROUNDS {
         // SAFETY: we are the task itself, past its body: nothing borrows
         // its values any more.
-        let values = unsafe { t.locals_mut().take() };
+        let values = unsafe { (*t.locals_ptr()).take() };
         if values.is_empty() {
             return;
         }
         super::drop_contained(t, "a task-local value", || false, values);
     }
     // SAFETY: as above.
-    let left = unsafe { t.locals_mut().take() };
+    let left = unsafe { (*t.locals_ptr()).take() };
     if !left.is_empty() {
         tracing::warn!(task = %t.id(), "task-local destructors keep making values; leaking them");
         std::mem::forget(left);

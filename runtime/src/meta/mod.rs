@@ -240,6 +240,14 @@ impl TaskMeta {
                 (*r).clear();
             });
             self.name.with_mut(|p| *p = None);
+            // The task dropped its values as it ended (`drop_locals`); a
+            // value left here belongs to a task that never reached its end,
+            // whose thread this may not be: it is leaked, not dropped.
+            self.locals.with_mut(|l| {
+                let left = (*l).take();
+                debug_assert!(left.is_empty(), "task-local values outlived their task");
+                std::mem::forget(left);
+            });
             self.runtime.with_mut(|p| *p = ptr::null());
             self.deadline.with_mut(|p| *p = None);
             // The next task of this slot sets its own when it first runs;
@@ -327,15 +335,12 @@ impl TaskMeta {
         self.name.with(|p| unsafe { (*p).as_deref() })
     }
 
-    /// The task's `task_local!` values.
-    ///
-    /// # Safety
-    /// The caller is the task itself (running it, or ending it), and holds
-    /// no other reference into the values but to their contents.
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn locals_mut(&self) -> &mut locals::LocalValues {
-        // SAFETY: the caller's contract: the task alone touches its values.
-        self.locals.with_mut(|p| unsafe { &mut *p })
+    /// The task's `task_local!` values, as a raw pointer: the task's nested
+    /// `with` calls each reach the values through it, so none may hold a
+    /// `&mut` across another's (a value's initializer may use other keys).
+    /// Only the task itself (running it, or ending it) may use it.
+    pub(crate) fn locals_ptr(&self) -> *mut locals::LocalValues {
+        self.locals.with_mut(|p| p)
     }
 
     // ------------------------------------------------------------- holder

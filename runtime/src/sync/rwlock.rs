@@ -10,13 +10,14 @@
 //! `drained`, on which that writer waits. So an uncontended read lock and
 //! unlock is one atomic RMW each: no lock, no syscall, no timer.
 //!
-//! Policy (Go's `RWMutex`): once a writer has set `WRITER`, no new reader
+//! Policy: writer-preferring. Once a writer has set `WRITER`, no new reader
 //! enters, so a stream of readers cannot starve writers. A writer's unlock
-//! clears the bit and wakes the readers it held back before it lets the
-//! next writer in, so the readers that queued behind a writer go in before
-//! the writer after it sets the bit again: writers cannot starve readers
-//! either. A reader that locks again while it holds a read lock may
-//! deadlock, if a writer came in between.
+//! clears the bit and wakes the readers it held back, but hands them
+//! nothing: they race the next writer (woken from the inner mutex, or a
+//! newcomer) for the word, as a mutex's woken waiter races newcomers. So a
+//! steady stream of writers can keep readers waiting (Go's `RWMutex` hands
+//! the lock to the waiting readers instead). A reader that locks again
+//! while it holds a read lock may deadlock, if a writer came in between.
 //!
 //! A writer that gives up (its deadline, the enclosing scope's, or an
 //! unwind at the runtime's stop) clears `WRITER` and wakes the readers it
@@ -45,10 +46,10 @@ const READERS_WAITING: u32 = 1 << 31;
 /// Writer-preferring: writers queue among themselves, and the first in
 /// line, while it waits for the readers inside to leave, stops new
 /// readers, so a stream of readers cannot starve writers. A writer's
-/// unlock lets the readers it held back in before the next writer stops
-/// new ones again, so writers cannot starve readers either (Go's
-/// `RWMutex` policy). A task that read-locks again while it holds a read
-/// lock may deadlock, if a writer came in between.
+/// unlock wakes the readers it held back, which then race the next writer
+/// for the lock (no hand-off, as with [`Mutex`]): a steady stream of
+/// writers can keep readers waiting. A task that read-locks again while it
+/// holds a read lock may deadlock, if a writer came in between.
 ///
 /// Like [`Mutex`], it has no poisoning, and its waits honour an enclosing
 /// [`with_deadline`](crate::with_deadline) scope (`DeadlineExceeded`) but
