@@ -556,11 +556,11 @@ impl<T: 'static> LocalKey<T> {
             // reach only their (boxed) contents, and values stay until the
             // task ends, after this call.
             Some(t) => unsafe { LocalValues::get_or_init(t.locals_ptr(), key, self.init) },
-            // SAFETY: this thread's storage, used by this thread alone; its
-            // values stay until the thread exits.
-            None => match THREAD_LOCAL_VALUES
-                .try_with(|v| unsafe { LocalValues::get_or_init(v.get(), key, self.init) })
-            {
+            None => match THREAD_LOCAL_VALUES.try_with(|v| {
+                // SAFETY: this thread's storage, used by this thread alone;
+                // its values stay until the thread exits.
+                unsafe { LocalValues::get_or_init(v.get(), key, self.init) }
+            }) {
                 Ok(value) => value,
                 // The thread is exiting and its values are being dropped
                 // (a value's `Drop` uses a key): a value made now is
