@@ -155,6 +155,36 @@ fn spindle_contended<T: Send + Sync + 'static>(
     })
 }
 
+/// Runs `body(shared, share)` in [`TASKS`] tokio tasks, through the
+/// [`Gate`]; the batch's [`span`].
+fn tokio_contended<T, F, Fut>(rt: &tokio::runtime::Runtime, n: u64, shared: T, body: F) -> Duration
+where
+    T: Send + Sync + 'static,
+    F: Fn(Arc<T>, u64) -> Fut + Copy + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    rt.block_on(async move {
+        let shared = Arc::new(shared);
+        let gate = Arc::new(Gate::default());
+        let hs: Vec<_> = shares(n)
+            .map(|m| {
+                let (shared, gate) = (shared.clone(), gate.clone());
+                tokio::spawn(async move {
+                    tokio_gate(&gate).await;
+                    let start = Instant::now();
+                    body(shared, m).await;
+                    (std::thread::current().id(), start, Instant::now())
+                })
+            })
+            .collect();
+        let mut runs = Vec::new();
+        for h in hs {
+            runs.push(h.await.expect("tokio task failed"));
+        }
+        span(&TOKIO_SPREAD, &runs)
+    })
+}
+
 // ------------------------------------------------------------------ rwlock
 
 fn spindle_read_loop(lock: &spindle::sync::RwLock<u64>, n: u64) {
@@ -203,25 +233,8 @@ fn spindle_rwlock_contended(rt: &spindle::Runtime, iters: u64) -> Duration {
 
 fn tokio_rwlock_contended(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
     full_batches(iters, CONTENDED_BATCH, |n| {
-        rt.block_on(async move {
-            let lock = Arc::new(tokio::sync::RwLock::new(7u64));
-            let gate = Arc::new(Gate::default());
-            let hs: Vec<_> = shares(n)
-                .map(|m| {
-                    let (lock, gate) = (lock.clone(), gate.clone());
-                    tokio::spawn(async move {
-                        tokio_gate(&gate).await;
-                        let start = Instant::now();
-                        tokio_read_loop(&lock, m).await;
-                        (std::thread::current().id(), start, Instant::now())
-                    })
-                })
-                .collect();
-            let mut runs = Vec::new();
-            for h in hs {
-                runs.push(h.await.expect("tokio task failed"));
-            }
-            span(&TOKIO_SPREAD, &runs)
+        tokio_contended(rt, n, tokio::sync::RwLock::new(7u64), |l, m| async move {
+            tokio_read_loop(&l, m).await
         })
     })
 }
@@ -274,26 +287,12 @@ fn spindle_semaphore_contended(rt: &spindle::Runtime, permits: usize, iters: u64
 
 fn tokio_semaphore_contended(rt: &tokio::runtime::Runtime, permits: usize, iters: u64) -> Duration {
     full_batches(iters, CONTENDED_BATCH, |n| {
-        rt.block_on(async move {
-            let sem = Arc::new(tokio::sync::Semaphore::new(permits));
-            let gate = Arc::new(Gate::default());
-            let hs: Vec<_> = shares(n)
-                .map(|m| {
-                    let (sem, gate) = (sem.clone(), gate.clone());
-                    tokio::spawn(async move {
-                        tokio_gate(&gate).await;
-                        let start = Instant::now();
-                        tokio_acquire_loop(&sem, m).await;
-                        (std::thread::current().id(), start, Instant::now())
-                    })
-                })
-                .collect();
-            let mut runs = Vec::new();
-            for h in hs {
-                runs.push(h.await.expect("tokio task failed"));
-            }
-            span(&TOKIO_SPREAD, &runs)
-        })
+        tokio_contended(
+            rt,
+            n,
+            tokio::sync::Semaphore::new(permits),
+            |s, m| async move { tokio_acquire_loop(&s, m).await },
+        )
     })
 }
 
