@@ -507,16 +507,5 @@ fn bench_all(c: &mut Criterion, p: &Peers) {
 }
 
 fn main() {
-    let mut c = Criterion::default()
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .sample_size(10)
-        .configure_from_args();
-    let peers = Peers::new(false);
-    bench_all(&mut c, &peers);
-    c.final_summary();
-    // Shutting the runtimes down is part of the run: a hang here is a bug.
-    let Peers { spindle, tokio } = peers;
-    spindle.shutdown();
-    tokio.shutdown_timeout(Duration::from_secs(5));
+    Peers::run_benches(bench_all);
 }
