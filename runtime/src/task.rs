@@ -8,7 +8,8 @@
 //! stored inline in the slot when it fits (see `ResultSlot`). From a worker
 //! of the same runtime the new task takes the worker's LIFO slot (the task
 //! it displaces goes on the worker's deque; others may steal either until it
-//! first runs); otherwise it goes on the runtime's injector.
+//! first runs); from a plain thread it goes in the inbox of the worker that
+//! thread spawns onto (`TaskControl::push_outside`).
 
 use crate::error::{JoinError, NoSuchTask};
 use crate::io::blocking;
@@ -35,6 +36,8 @@ use std::ptr;
 pub struct Builder {
     name: Option<String>,
     stack_size: Option<usize>,
+    /// `worker`: the worker the task must first run on (benchmarks).
+    worker: Option<usize>,
 }
 
 impl Builder {
@@ -58,6 +61,16 @@ impl Builder {
     /// task and unmapped when it ends.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Places the task on worker `index` of its runtime: it runs there, and
+    /// no other worker may steal it before its first run. For benchmarks
+    /// that measure a placement (two tasks on one worker, or on two);
+    /// `spawn` fails with `InvalidInput` if the runtime has no such worker.
+    #[doc(hidden)]
+    pub fn worker(mut self, index: usize) -> Self {
+        self.worker = Some(index);
         self
     }
 
@@ -93,6 +106,15 @@ impl Builder {
         if control.stopping.load(Ordering::Acquire) {
             return cancelled_at_once(f);
         }
+        let worker = match self.worker {
+            Some(w) if control.group(w).is_none() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("the runtime has no worker {w}"),
+                ))
+            }
+            w => w,
+        };
         let t = prepare(control, self.stack_size, self.name, move |t| run_body(t, f))?;
         // The handle first: an urgent start switches to the child, and if
         // the runtime stops before this task runs again, this task is
@@ -100,7 +122,10 @@ impl Builder {
         // it unwinds; made after `start`, it would never exist, and the
         // child's slot would wait for it for good.
         let handle = JoinHandle::new(t);
-        start(control, t, urgent);
+        match worker {
+            Some(w) => control.push_placed(t, w),
+            None => start(control, t, urgent),
+        }
         Ok(handle)
     }
 }
@@ -313,11 +338,7 @@ pub(crate) fn start(control: &TaskControl, t: TaskRef, urgent: bool) {
             (true, Some(me)) => unsafe { sched::suspend(me, Suspend::Urgent(t)) },
             _ => g.push_fresh(t),
         },
-        None => {
-            t.enqueued();
-            control.injector.push(t);
-            control.idle.notify_work(0);
-        }
+        None => control.push_outside(t),
     }
 }
 

@@ -47,7 +47,13 @@ enum Kind {
 #[derive(Clone, Copy)]
 enum Case {
     PingPong(Kind),
-    OneWay { producers: u64 },
+    /// Two tasks hand a turn back and forth through one butex-like word
+    /// (spindle: `Butex`; tokio: a pair of `Notify`; the floor: one atomic
+    /// both threads spin on).
+    ButexPingPong,
+    OneWay {
+        producers: u64,
+    },
 }
 
 /// What a case measured.
@@ -63,8 +69,9 @@ enum Outcome {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: channels <spindle|tokio|may|crossbeam|std> \
-                 <pingpong_bounded1|pingpong_bounded0|pingpong_unbounded|oneway_1p|oneway_4p> \
+    let usage = "usage: channels \
+                 <spindle|spindle_thread|spindle_same|spindle_split|tokio|may|crossbeam|std|floor> \
+                 <pingpong_bounded1|pingpong_bounded0|pingpong_unbounded|pingpong_butex|oneway_1p|oneway_4p> \
                  <n> [budget_ms]";
     let fail = || -> ! {
         eprintln!("{usage}");
@@ -77,6 +84,7 @@ fn main() {
         "pingpong_bounded1" => Case::PingPong(Kind::Bounded1),
         "pingpong_bounded0" => Case::PingPong(Kind::Bounded0),
         "pingpong_unbounded" => Case::PingPong(Kind::Unbounded),
+        "pingpong_butex" => Case::ButexPingPong,
         "oneway_1p" => Case::OneWay { producers: 1 },
         "oneway_4p" => Case::OneWay { producers: 4 },
         _ => fail(),
@@ -90,7 +98,11 @@ fn main() {
         fail();
     }
     let outcome = match args[1].as_str() {
-        "spindle" => spindle_arm::run(case, n, budget),
+        "spindle" => spindle_arm::run(spindle_arm::From::Task, case, n, budget),
+        "spindle_thread" => spindle_arm::run(spindle_arm::From::Thread, case, n, budget),
+        "spindle_same" => spindle_arm::run(spindle_arm::From::Worker0, case, n, budget),
+        "spindle_split" => spindle_arm::run(spindle_arm::From::Split, case, n, budget),
+        "floor" => floor_arm::run(case, n, budget),
         "tokio" => tokio_arm::run(case, n, budget),
         "may" => may_arm::run(case, n, budget),
         "crossbeam" => crossbeam_arm::run(case, n, budget),
@@ -267,25 +279,84 @@ impl Spawn for Threads {
 mod spindle_arm {
     use super::*;
     use spindle::sync::mpsc;
+    use std::cell::Cell;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
 
-    /// Spawns from a task (the body of `block_on`): onto its worker.
-    struct Tasks;
+    /// Where the case's tasks are spawned from, and so where they run.
+    #[derive(Clone, Copy, PartialEq)]
+    pub(crate) enum From {
+        /// From a task (the body of `block_on`): onto its worker.
+        Task,
+        /// From the plain main thread (`Runtime::spawn`), as users do.
+        Thread,
+        /// Placed: every task on worker 0 (`task::Builder::worker`).
+        Worker0,
+        /// Placed: the first task (the ponger, the consumer) on worker 0,
+        /// the others on worker 1.
+        Split,
+    }
 
-    impl Spawn for Tasks {
+    /// Spawns onto `rt` as `from` says.
+    struct Spawner<'a> {
+        rt: &'a spindle::Runtime,
+        from: From,
+        spawned: Cell<usize>,
+    }
+
+    impl Spawn for Spawner<'_> {
         fn go<T: Send + 'static>(
             &self,
             f: impl FnOnce() -> T + Send + 'static,
         ) -> Box<dyn FnOnce() -> T> {
-            let h = spindle::spawn(f);
+            let nth = self.spawned.replace(self.spawned.get() + 1);
+            let h = match self.from {
+                From::Task => spindle::spawn(f),
+                From::Thread => self.rt.spawn(f),
+                From::Worker0 => place(0, f),
+                From::Split => place(usize::from(nth > 0), f),
+            };
             Box::new(move || h.join().expect("spindle task failed"))
         }
     }
 
-    pub(super) fn run(case: Case, n: u64, budget: Duration) -> Outcome {
+    fn place<T: Send + 'static>(
+        worker: usize,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> spindle::JoinHandle<T> {
+        spindle::task::Builder::new()
+            .worker(worker)
+            .spawn(f)
+            .expect("spindle spawn")
+    }
+
+    pub(crate) fn run(from: From, case: Case, n: u64, budget: Duration) -> Outcome {
         let rt = spindle::Runtime::builder()
             .workers(2)
             .build()
             .expect("spindle runtime");
+        let out = if from == From::Thread {
+            run_case(&rt, from, case, n, budget)
+        } else {
+            // Placed spawns name a worker of the spawning task's runtime.
+            rt.block_on(|| run_case(&rt, from, case, n, budget))
+        };
+        rt.shutdown();
+        out
+    }
+
+    fn run_case(
+        rt: &spindle::Runtime,
+        from: From,
+        case: Case,
+        n: u64,
+        budget: Duration,
+    ) -> Outcome {
+        let sys = Spawner {
+            rt,
+            from,
+            spawned: Cell::new(0),
+        };
         // The errors carry the value back: no Debug bound wanted on them.
         let recv =
             |r: &mpsc::Receiver<u64>| r.recv().unwrap_or_else(|_| panic!("spindle sender gone"));
@@ -297,20 +368,127 @@ mod spindle_arm {
             s.send(v)
                 .unwrap_or_else(|_| panic!("spindle receiver gone"))
         };
-        let out = rt.block_on(move || match case {
+        match case {
             Case::PingPong(Kind::Bounded1) => {
-                pingpong(&Tasks, n, budget, || mpsc::sync_channel(1), sync_send, recv)
+                pingpong(&sys, n, budget, || mpsc::sync_channel(1), sync_send, recv)
             }
             Case::PingPong(Kind::Bounded0) => {
-                pingpong(&Tasks, n, budget, || mpsc::sync_channel(0), sync_send, recv)
+                pingpong(&sys, n, budget, || mpsc::sync_channel(0), sync_send, recv)
             }
-            Case::PingPong(Kind::Unbounded) => {
-                pingpong(&Tasks, n, budget, mpsc::channel, send, recv)
+            Case::PingPong(Kind::Unbounded) => pingpong(&sys, n, budget, mpsc::channel, send, recv),
+            Case::ButexPingPong => butex_pingpong(&sys, n, budget),
+            Case::OneWay { producers } => oneway(&sys, n, producers, mpsc::channel, send, recv),
+        }
+    }
+
+    /// Two players hand the turn back and forth through one `Butex` (whose
+    /// value is the player whose turn it is; `STOP` ends the game).
+    fn butex_pingpong(sys: &Spawner<'_>, n: u64, budget: Duration) -> Outcome {
+        const STOP: u32 = 2;
+        let turn = Arc::new(spindle::Butex::new(0));
+        let wait_turn = |b: &spindle::Butex, me: u32| -> bool {
+            loop {
+                let v = b.value().load(Ordering::Acquire);
+                if v == me || v == STOP {
+                    return v == me;
+                }
+                // Woken, or the value moved on: look again.
+                let _ = b.wait(v, None);
             }
-            Case::OneWay { producers } => oneway(&Tasks, n, producers, mpsc::channel, send, recv),
+        };
+        let give = |b: &spindle::Butex, v: u32| {
+            b.value().store(v, Ordering::Release);
+            b.wake_one();
+        };
+        let b = turn.clone();
+        let ponger = sys.go(move || {
+            while wait_turn(&b, 1) {
+                give(&b, 0);
+            }
+            here()
         });
-        rt.shutdown();
-        out
+        let b = turn;
+        let pinger = sys.go(move || {
+            let t0 = Instant::now();
+            let mut done = 0;
+            while done < n {
+                done += 1;
+                give(&b, 1);
+                assert!(wait_turn(&b, 0), "the game stopped early");
+                if done % CLOCK_EVERY == 0 && t0.elapsed() > budget {
+                    break;
+                }
+            }
+            let t = t0.elapsed();
+            give(&b, STOP);
+            ((done, t), here())
+        });
+        let ((done, t), a) = pinger();
+        let b = ponger();
+        Outcome::RoundTrips(done, t, Some(a != b))
+    }
+}
+
+// ------------------------------------------------------------------- floor
+
+/// The floor of a cross-CPU round trip on this machine: two plain threads,
+/// pinned to the first two CPUs, bounce a value through one atomic, each
+/// spinning until it is its turn. No runtime can hand a message across
+/// CPUs faster; spindle's cross-worker ping-pongs are compared with it.
+mod floor_arm {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    pub(super) fn run(case: Case, n: u64, budget: Duration) -> Outcome {
+        if !matches!(case, Case::PingPong(_) | Case::ButexPingPong) {
+            return Outcome::Unsupported;
+        }
+        let cpus = core_affinity::get_core_ids().unwrap_or_default();
+        let pin = move |i: usize| {
+            if let Some(c) = cpus.get(i % cpus.len().max(1)) {
+                core_affinity::set_for_current(*c);
+            }
+        };
+        // Odd values are the ponger's turn, even ones the pinger's;
+        // `u64::MAX` ends the game.
+        let word = Arc::new(AtomicU64::new(0));
+        let w = word.clone();
+        let pin1 = pin.clone();
+        let ponger = std::thread::spawn(move || {
+            pin1(1);
+            let mut expect = 1;
+            loop {
+                let v = w.load(Ordering::Acquire);
+                if v == u64::MAX {
+                    return;
+                }
+                if v == expect {
+                    w.store(v + 1, Ordering::Release);
+                    expect += 2;
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        pin(0);
+        let t0 = Instant::now();
+        let mut done = 0;
+        while done < n {
+            done += 1;
+            let sent = 2 * done - 1;
+            word.store(sent, Ordering::Release);
+            while word.load(Ordering::Acquire) != sent + 1 {
+                std::hint::spin_loop();
+            }
+            if done % CLOCK_EVERY == 0 && t0.elapsed() > budget {
+                break;
+            }
+        }
+        let t = t0.elapsed();
+        word.store(u64::MAX, Ordering::Release);
+        ponger.join().expect("floor thread panicked");
+        Outcome::RoundTrips(done, t, Some(true))
     }
 }
 
@@ -337,6 +515,7 @@ mod tokio_arm {
                     Case::PingPong(Kind::Bounded1) => pingpong_bounded(n, budget).await,
                     Case::PingPong(Kind::Bounded0) => Outcome::Unsupported,
                     Case::PingPong(Kind::Unbounded) => pingpong_unbounded(n, budget).await,
+                    Case::ButexPingPong => pingpong_notify(n, budget).await,
                     Case::OneWay { producers } => oneway(n, producers).await,
                 }
             })
@@ -374,6 +553,42 @@ mod tokio_arm {
             }
             let t = t0.elapsed();
             to_pong.send(0).await.expect("ponger gone");
+            (done, t, here())
+        });
+        let (done, t, a) = pinger.await.expect("tokio task failed");
+        let b = ponger.await.expect("tokio task failed");
+        Outcome::RoundTrips(done, t, Some(a != b))
+    }
+
+    /// Ping-pong through a pair of `Notify`s: tokio's closest to a butex
+    /// turn (about as fast as a oneshot per round, faster than `mpsc(1)`).
+    async fn pingpong_notify(n: u64, budget: Duration) -> Outcome {
+        use std::sync::Arc;
+        use tokio::sync::Notify;
+        let (to_ping, to_pong) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let (me, other) = (to_pong.clone(), to_ping.clone());
+        let ponger = tokio::spawn(async move {
+            for _ in 0..n {
+                me.notified().await;
+                other.notify_one();
+            }
+            here()
+        });
+        let pinger = tokio::spawn(async move {
+            let t0 = Instant::now();
+            // The ponger plays `n` turns: the pinger plays them all too,
+            // reading the clock only to report the budget's share.
+            let mut done = 0;
+            let mut t = None;
+            while done < n {
+                done += 1;
+                to_pong.notify_one();
+                to_ping.notified().await;
+                if t.is_none() && done % CLOCK_EVERY == 0 && t0.elapsed() > budget {
+                    t = Some((done, t0.elapsed()));
+                }
+            }
+            let (done, t) = t.unwrap_or((done, t0.elapsed()));
             (done, t, here())
         });
         let (done, t, a) = pinger.await.expect("tokio task failed");
@@ -482,7 +697,9 @@ mod may_arm {
         let recv = |r: &mpsc::Receiver<u64>| r.recv().expect("may sender gone");
         // From a coroutine, as the others spawn from a task.
         Coroutines.go(move || match case {
-            Case::PingPong(Kind::Bounded1 | Kind::Bounded0) => Outcome::Unsupported,
+            Case::PingPong(Kind::Bounded1 | Kind::Bounded0) | Case::ButexPingPong => {
+                Outcome::Unsupported
+            }
             Case::PingPong(Kind::Unbounded) => {
                 pingpong(&Coroutines, n, budget, mpsc::channel, send, recv)
             }
@@ -512,6 +729,7 @@ mod crossbeam_arm {
             Case::PingPong(Kind::Unbounded) => {
                 pingpong(&Threads, n, budget, cb::unbounded, send, recv)
             }
+            Case::ButexPingPong => Outcome::Unsupported,
             Case::OneWay { producers } => oneway(&Threads, n, producers, cb::unbounded, send, recv),
         }
     }
@@ -551,6 +769,7 @@ mod std_arm {
                 |s: &mpsc::Sender<u64>, v| s.send(v).expect("receiver gone"),
                 recv,
             ),
+            Case::ButexPingPong => Outcome::Unsupported,
             Case::OneWay { producers } => oneway(
                 &Threads,
                 n,

@@ -1,8 +1,8 @@
 //! `TaskControl`: the workers of one runtime and how idle ones are woken.
 //!
 //! [`TaskControl`] is what every worker and every spawner of a runtime sees: one
-//! [`GroupRemote`] per worker (its remote queue and the thief end of its
-//! deque), the injector for spawns from plain threads, the 4 `ParkingLot`s
+//! [`GroupRemote`] per worker (its remote queue, its inbox of spawns from
+//! plain threads and the thief end of its deque), the 4 `ParkingLot`s
 //! idle workers sleep on (worker `i` on lot `i % 4`, which spreads wake-up
 //! traffic), the stack pool and the counters.
 //!
@@ -20,6 +20,7 @@ use crate::loom::sync::Mutex;
 use crate::meta::{TaskMeta, TaskRef};
 use crate::stack::StackPool;
 use crossbeam_deque::{Injector, Stealer};
+
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
@@ -70,6 +71,9 @@ pub(crate) struct GroupRemote {
     pub(crate) wakers: AtomicUsize,
     /// The thief end of the worker's deque of never-run tasks.
     pub(crate) stealer: Stealer<TaskRef>,
+    /// Never-run tasks spawned from plain threads that spawn onto this
+    /// worker (`TaskControl::push_outside`); stealable as `stealer` is.
+    pub(crate) inbox: Injector<TaskRef>,
     /// The task this worker spawned last (never run; see `group.rs`).
     pub(crate) lifo: AtomicPtr<TaskMeta>,
     pub(crate) stats: GroupStats,
@@ -110,6 +114,7 @@ impl GroupRemote {
             woken: RemoteQueue::new(),
             wakers: AtomicUsize::new(0),
             stealer,
+            inbox: Injector::new(),
             lifo: AtomicPtr::new(std::ptr::null_mut()),
             stats: GroupStats::default(),
             running: AtomicU64::new(0),
@@ -125,8 +130,9 @@ pub(crate) struct TaskControl {
     /// Workers started so far (groups `0..workers` exist).
     pub(crate) workers: AtomicUsize,
     pub(crate) idle: Idle,
-    /// Tasks spawned from plain threads, stealable by every worker.
-    pub(crate) injector: Injector<TaskRef>,
+    /// The worker the next plain thread to spawn here spawns onto
+    /// (`push_outside`), modulo the worker count.
+    next_outside: AtomicUsize,
     pub(crate) stacks: StackPool,
     pub(crate) stopping: AtomicBool,
     pub(crate) config: Config,
@@ -148,7 +154,7 @@ impl TaskControl {
             groups: (0..MAX_WORKERS).map(|_| OnceLock::new()).collect(),
             workers: AtomicUsize::new(0),
             idle: Idle::new(MAX_WORKERS),
-            injector: Injector::new(),
+            next_outside: AtomicUsize::new(0),
             stacks: StackPool::new(config.stack_size),
             stopping: AtomicBool::new(false),
             config,
@@ -196,6 +202,54 @@ impl TaskControl {
             .expect("a started task's home worker exists");
         g.push_woken(task, || self.idle.notify_worker(home));
     }
+
+    /// Queues a never-run task spawned from a plain thread: in the inbox of
+    /// the worker that thread spawns onto (see [`outside_worker`]), as a
+    /// task spawns onto its own worker, so that the tasks a thread spawns
+    /// together start together and talk through local switches; idle
+    /// workers steal them as they steal any new task (`TaskGroup::steal`).
+    /// Wakes that worker if it is parked; if it is busy with a task, a
+    /// parked worker is woken to take them, should that task hold it long.
+    pub(crate) fn push_outside(&self, task: TaskRef) {
+        let w = outside_worker(self);
+        let g = self
+            .group(w)
+            .expect("the workers are started before any spawn");
+        task.enqueued();
+        g.inbox.push(task);
+        self.idle.notify_inbox(w, g.running.load(Relaxed) != 0);
+    }
+
+    /// Queues a never-run task on worker `w`'s remote queue, which only `w`
+    /// takes from: the task first runs there (`task::Builder::worker`).
+    pub(crate) fn push_placed(&self, task: TaskRef, w: usize) {
+        let g = self.group(w).expect("the caller checked the worker exists");
+        g.push_woken(task, || self.idle.notify_worker(w));
+    }
+}
+
+thread_local! {
+    /// The runtime a plain thread last spawned into (its address) and the
+    /// worker it spawns onto there.
+    static OUTSIDE_WORKER: std::cell::Cell<(usize, usize)> =
+        const { std::cell::Cell::new((0, 0)) };
+}
+
+/// The worker this plain thread spawns onto in `control`: chosen in turn
+/// among the workers when the thread first spawns there, then kept (a
+/// thread that spawns into several runtimes in turn chooses again).
+fn outside_worker(control: &TaskControl) -> usize {
+    let key = control as *const TaskControl as usize;
+    let n = control.worker_count().max(1);
+    OUTSIDE_WORKER.with(|c| {
+        let (runtime, w) = c.get();
+        if runtime == key && w < n {
+            return w;
+        }
+        let w = control.next_outside.fetch_add(1, Relaxed) % n;
+        c.set((key, w));
+        w
+    })
 }
 
 impl Drop for TaskControl {

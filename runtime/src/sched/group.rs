@@ -86,6 +86,15 @@ const SLEEP_POLL_WINDOW: Duration = Duration::from_micros(10);
 /// The timer slack of worker threads, in ns.
 const WORKER_TIMER_SLACK_NS: u64 = 1_000;
 
+/// A thief takes another worker's new tasks at once when it has this many
+/// queued (deque and inbox): more than it will get to soon.
+const STEAL_AT_ONCE: usize = 8;
+/// Fewer are left to their worker unless one task has held it this long
+/// (`TaskGroup::may_take_new_tasks_of`): a few times a switch and a
+/// steal, well under the cost of the cross-worker wake-ups a misplaced
+/// task pays for its whole life.
+const STEAL_GRACE: Duration = Duration::from_micros(10);
+
 /// Rounds of searching before a thief takes another worker's LIFO task:
 /// about a microsecond, the time its owner needs to switch to it.
 const LIFO_GRACE_ROUNDS: u32 = 8;
@@ -96,6 +105,10 @@ const LIFO_GRACE_ROUNDS: u32 = 8;
 /// a count of `pause` instructions, whose length varies tenfold between CPUs
 /// (64 rounds of them take 63-150 µs on an AMD EPYC guest).
 const SPIN_TIME: Duration = Duration::from_micros(20);
+/// A look that finds work from elsewhere within this long is not charged
+/// to the spin budget (`TaskGroup::settle_spin`): about what parking and
+/// being woken would have cost the worker's own CPU.
+const PRODUCTIVE_SPIN: Duration = Duration::from_micros(5);
 /// A worker prefetches the stack frames of the next task in its ready queue
 /// (`TaskMeta::prefetch_frames`) when the queue is at least this long. The
 /// tasks of a short queue ran a moment ago and are still in the cache (two
@@ -164,6 +177,21 @@ pub(crate) struct TaskGroup {
     spin_budget: SpinBudget,
     /// The I/O poller, made when a task here first waits for an fd.
     poller: OnceCell<Poller>,
+    /// Per other worker: how long it has been seen held by one task
+    /// (`may_take_new_tasks_of`).
+    sightings: Box<[Cell<Option<Sighting>>]>,
+    /// Set when a steal held back from a busy worker's new tasks: the park
+    /// that follows ends after [`STEAL_GRACE`], to look again.
+    declined_steal: Cell<bool>,
+}
+
+/// Another worker as a thief last saw it running: which task, its switch
+/// count, and since when the thief has seen both unchanged.
+#[derive(Clone, Copy)]
+struct Sighting {
+    task: u64,
+    switches: u64,
+    since: Instant,
 }
 
 /// A worker's started tasks that have not ended: an intrusive list through
@@ -285,6 +313,8 @@ impl TaskGroup {
             poll,
             spin_budget: SpinBudget::new(Instant::now()),
             poller: OnceCell::new(),
+            sightings: (0..super::MAX_WORKERS).map(|_| Cell::new(None)).collect(),
+            declined_steal: Cell::new(false),
         }
     }
 
@@ -450,19 +480,21 @@ impl TaskGroup {
         self.ready.pop_front()
     }
 
-    /// One task spawned from a plain thread, if any.
+    /// One task spawned from a plain thread onto this worker, if any.
     fn steal_one_from_injector(&self) -> Option<TaskRef> {
-        settle(|| self.control.injector.steal())
+        settle(|| self.remote().inbox.steal())
     }
 
-    /// A batch of tasks spawned from plain threads, if any.
+    /// A batch of tasks spawned from plain threads onto this worker, if
+    /// any (half of them: the rest stay stealable in the inbox).
     fn steal_injector(&self) -> Option<TaskRef> {
-        settle(|| self.control.injector.steal_batch_and_pop(&self.fresh))
+        settle(|| self.remote().inbox.steal_batch_and_pop(&self.fresh))
     }
 
-    /// Work from elsewhere: the injector, then the other workers' deques,
-    /// and their LIFO tasks if `lifo` says so.
-    fn steal(&self, lifo: bool) -> Option<TaskRef> {
+    /// Work from elsewhere: this worker's inbox, then the other workers'
+    /// new tasks (deque, inbox, and LIFO task if `lifo` says so) where
+    /// [`may_take_new_tasks_of`](Self::may_take_new_tasks_of) allows.
+    fn steal(&self, lifo: LifoSlots) -> Option<TaskRef> {
         if let Some(t) = self.steal_injector() {
             return Some(t);
         }
@@ -488,11 +520,22 @@ impl TaskGroup {
             if self.leaves_new_tasks_to(g) {
                 continue;
             }
-            if let Some(t) = settle(|| g.stealer.steal_batch_and_pop(&self.fresh)) {
+            let queued = g.stealer.len() + g.inbox.len();
+            let lifo_task = lifo == LifoSlots::Take && !g.lifo.load(Relaxed).is_null();
+            if queued == 0 && !lifo_task {
+                continue;
+            }
+            if !self.may_take_new_tasks_of(victim, g, queued) {
+                self.declined_steal.set(true);
+                continue;
+            }
+            if let Some(t) = settle(|| g.stealer.steal_batch_and_pop(&self.fresh))
+                .or_else(|| settle(|| g.inbox.steal_batch_and_pop(&self.fresh)))
+            {
                 GroupStats::bump(&self.remote().stats.steals);
                 return Some(t);
             }
-            if lifo {
+            if lifo == LifoSlots::Take {
                 if let Some(t) = Self::take_lifo(g) {
                     GroupStats::bump(&self.remote().stats.steals);
                     return Some(t);
@@ -518,6 +561,43 @@ impl TaskGroup {
             && mine > io_load(victim) + victim.stealer.len() + IO_BALANCE_MARGIN
     }
 
+    /// Whether this worker may take `victim`'s new tasks now, `queued` of
+    /// them: at once if they are many ([`STEAL_AT_ONCE`]); else only if
+    /// the victim has been held by one task for [`STEAL_GRACE`], as this
+    /// worker has seen it. A victim between tasks, or looking for work,
+    /// gets to its new tasks itself, and soon: a task started where it was
+    /// spawned talks to its spawner and siblings through local switches,
+    /// and never moves, so stealing it would make every message between
+    /// them a wake-up across workers for the task's whole life (Go's
+    /// thieves give a running P's `runnext` the same grace). A thief that
+    /// holds back parks no longer than the grace (`declined_steal`).
+    fn may_take_new_tasks_of(&self, victim: usize, g: &GroupRemote, queued: usize) -> bool {
+        if queued >= STEAL_AT_ONCE {
+            return true;
+        }
+        let sighting = &self.sightings[victim];
+        let running = g.running.load(Relaxed);
+        if running == 0 {
+            sighting.set(None);
+            return false;
+        }
+        let switches = g.stats.switches.load(Relaxed);
+        let now = Instant::now();
+        match sighting.get() {
+            Some(seen) if seen.task == running && seen.switches == switches => {
+                now.saturating_duration_since(seen.since) >= STEAL_GRACE
+            }
+            _ => {
+                sighting.set(Some(Sighting {
+                    task: running,
+                    switches,
+                    since: now,
+                }));
+                false
+            }
+        }
+    }
+
     /// Whether stealable work is left for another worker: this worker's
     /// own never-run tasks (with the rest of a batch it just stole), the
     /// injector, or any other worker's deque or LIFO slot. Looked at when
@@ -527,26 +607,61 @@ impl TaskGroup {
     /// work.
     fn stealable_in_sight(&self) -> bool {
         !self.fresh.is_empty()
-            || !self.control.injector.is_empty()
+            || !self.remote().inbox.is_empty()
             || (0..self.control.worker_count())
                 .filter(|&i| i != self.index)
                 .filter_map(|i| self.control.group(i))
-                .any(|g| !g.stealer.is_empty() || !g.lifo.load(Relaxed).is_null())
+                .any(|g| {
+                    !g.stealer.is_empty() || !g.inbox.is_empty() || !g.lifo.load(Relaxed).is_null()
+                })
     }
 
-    /// Looks for work elsewhere (for as long as `poll` says), ending due
-    /// sleeps of its own meanwhile; then says whether to park, and until
-    /// when (`IdleWorker::look`).
+    /// Looks for work elsewhere, then says whether to park and until when
+    /// (`IdleWorker::look`). In steps, each its own function:
+    ///
+    /// 1. [`plan_spin`](Self::plan_spin): how long to look, and whether the
+    ///    look is charged to the spin budget;
+    /// 2. [`poll_ready_fds`](Self::poll_ready_fds): ready fds first;
+    /// 3. [`spin_for_work`](Self::spin_for_work): steal, take what was
+    ///    woken here, end this worker's due sleeps, until the plan's end;
+    /// 4. [`wait_for_near_sleep`](Self::wait_for_near_sleep): a sleep of
+    ///    ours due soon keeps the worker looking, else bounds its park;
+    /// 5. [`release_surplus_stacks`](Self::release_surplus_stacks), then
+    ///    park.
+    ///
+    /// The look's time is charged to the budget when it ends
+    /// ([`settle_spin`](Self::settle_spin)), less what was productive.
     fn look_elsewhere(&self) -> Look<TaskRef> {
         let start = Instant::now();
-        let mut look_until = self.poll.look_until(start);
-        // The default spins are budgeted: out of credit, one round of looks,
-        // then park (`spin_budget.rs`). The look's time is charged when it
-        // ends.
+        let mut plan = self.plan_spin(start);
+        let (look, found) = match self.poll_ready_fds(&mut plan) {
+            Some(t) => (Look::Found(t), FoundBy::Elsewhere),
+            None => match self.spin_for_work(start, &plan) {
+                SpinEnd::Found(t, by) => (Look::Found(t), by),
+                SpinEnd::Again => (Look::Again, FoundBy::Nothing),
+                SpinEnd::Spun => match self.wait_for_near_sleep(&mut plan) {
+                    Some(look) => (look, FoundBy::Nothing),
+                    None if self.release_surplus_stacks(Instant::now()) => {
+                        (Look::Again, FoundBy::Nothing)
+                    }
+                    None => (Look::Park(self.park_deadline(&plan)), FoundBy::Nothing),
+                },
+            },
+        };
+        self.settle_spin(start, &plan, found);
+        look
+    }
+
+    /// Step 1 of [`look_elsewhere`](Self::look_elsewhere): how long this
+    /// look may spin and whether it is charged. The default spins are
+    /// budgeted: out of credit, one round of looks, then park
+    /// (`spin_budget.rs`). A look spent polling as the user asked
+    /// (`idle_poll`) is not charged, unless it spins for a sleep of ours
+    /// that is near (the sleep spin is budgeted unless the user set it).
+    fn plan_spin(&self, start: Instant) -> SpinPlan {
+        self.declined_steal.set(false);
         let idle_budgeted = !self.poll.adapts();
         let sleep_budgeted = self.control.config.sleep_spin_budgeted;
-        // A look spent polling as the user asked (`idle_poll`) is not
-        // charged, unless it spins for a sleep of ours that is near.
         let sleep_near = || {
             self.next_sleep.get().is_some_and(|s| {
                 start
@@ -554,32 +669,49 @@ impl TaskGroup {
                     .is_none_or(|t| t >= s.deadline)
             })
         };
-        let _charge = (idle_budgeted || (sleep_budgeted && sleep_near())).then(|| Charge {
-            budget: &self.spin_budget,
-            start,
-        });
+        let mut until = self.poll.look_until(start);
         if idle_budgeted && !self.spin_budget.covers(start, SPIN_TIME) {
-            look_until = start;
+            until = start;
         }
+        SpinPlan {
+            until,
+            charged: idle_budgeted || (sleep_budgeted && sleep_near()),
+            sleep_budgeted,
+            park_until: None,
+        }
+    }
+
+    /// Step 2: ready fds first: only this worker polls them, and most of
+    /// the tasks they wake are its own. A worker with fds looks no longer
+    /// than a round: what it waits for comes through its poller, which it
+    /// blocks in.
+    fn poll_ready_fds(&self, plan: &mut SpinPlan) -> Option<TaskRef> {
+        if !self.polls() {
+            return None;
+        }
+        self.poll_io(None);
+        plan.until = Instant::now().min(plan.until);
+        self.next_local()
+    }
+
+    /// Step 3: looks for work until `plan.until`: steals (other workers'
+    /// LIFO slots only after [`LIFO_GRACE_ROUNDS`]), takes the tasks woken
+    /// here meanwhile, and ends this worker's own sleeps as they fall due
+    /// (polling the clock without pauses just before one). Past the spin
+    /// (`idle_poll`), it gives back surplus stacks meanwhile.
+    fn spin_for_work(&self, start: Instant, plan: &SpinPlan) -> SpinEnd {
         let mut round = 0u32;
-        // Ready fds first: only this worker polls them, and most of the
-        // tasks they wake are its own. A worker with fds looks no longer
-        // than a round: what it waits for comes through its poller, which
-        // it blocks in.
-        if self.polls() {
-            self.poll_io(None);
-            if let Some(t) = self.next_local() {
-                return Look::Found(t);
-            }
-            look_until = start;
-        }
         loop {
-            let lifo = round >= LIFO_GRACE_ROUNDS;
+            let lifo = if round >= LIFO_GRACE_ROUNDS {
+                LifoSlots::Take
+            } else {
+                LifoSlots::Leave
+            };
             if let Some(t) = self.steal(lifo).or_else(|| self.next_local()) {
-                return Look::Found(t);
+                return SpinEnd::Found(t, FoundBy::Elsewhere);
             }
             if self.control.stopping.load(Relaxed) {
-                return Look::Again;
+                return SpinEnd::Again;
             }
             round += 1;
             let mut pause = true;
@@ -587,21 +719,21 @@ impl TaskGroup {
                 let now = Instant::now();
                 self.end_due_sleep(now);
                 if let Some(t) = self.ready.pop_front() {
-                    return Look::Found(t);
+                    return SpinEnd::Found(t, FoundBy::OwnSleep);
                 }
                 // Just before the deadline, poll the clock without pausing.
                 pause = now + SLEEP_POLL_WINDOW < s.deadline;
             }
             if round % 8 == 0 {
                 let now = Instant::now();
-                if now >= look_until {
-                    break;
+                if now >= plan.until {
+                    return SpinEnd::Spun;
                 }
                 // Looking on past the spin (`idle_poll`): give back the
                 // pool's surplus stacks meanwhile, as a worker about to park
-                // does below.
+                // does.
                 if now >= start + SPIN_TIME && self.release_surplus_stacks(now) {
-                    return Look::Again;
+                    return SpinEnd::Again;
                 }
             }
             if pause {
@@ -610,38 +742,66 @@ impl TaskGroup {
                 }
             }
         }
-        // A sleep of ours ends soon: keep looking (and end it ourselves when
-        // it is due) rather than park through the wake-up latency; if it is
-        // further off, park until shortly before it.
-        // By default the spin is budgeted: without the credit for it, the
-        // worker parks with no deadline, and the sleep's timer wakes it.
-        let mut until = None;
-        if let Some(s) = self.next_sleep.get() {
-            let ahead = self.control.config.sleep_spin;
-            let now = Instant::now();
-            // A lead past the clock's range (`Duration::MAX`): always near.
-            if now.checked_add(ahead).is_none_or(|t| t >= s.deadline) {
-                let left = s.deadline.saturating_duration_since(now);
-                if !sleep_budgeted || self.spin_budget.covers(now, left) {
-                    // Not parking, so the last look of `park` will not come
-                    // either: take its place, LIFO slots included (the spin
-                    // above may have ended before it looked at them).
-                    return self.steal(true).map_or(Look::Again, Look::Found);
-                }
-            } else {
-                let wake = s.deadline - ahead;
-                if !sleep_budgeted || self.spin_budget.covers(wake, ahead) {
-                    until = Some(wake);
-                }
+    }
+
+    /// Step 4: a sleep of ours ends soon: keep looking (and end it
+    /// ourselves when it is due) rather than park through the wake-up
+    /// latency: returns the look that replaces the park. If the sleep is
+    /// further off, the park ends shortly before it (`plan.park_until`).
+    /// By default the spin is budgeted: without the credit for it, the
+    /// worker parks with no deadline, and the sleep's timer wakes it.
+    fn wait_for_near_sleep(&self, plan: &mut SpinPlan) -> Option<Look<TaskRef>> {
+        let s = self.next_sleep.get()?;
+        let ahead = self.control.config.sleep_spin;
+        let now = Instant::now();
+        // A lead past the clock's range (`Duration::MAX`): always near.
+        if now.checked_add(ahead).is_none_or(|t| t >= s.deadline) {
+            let left = s.deadline.saturating_duration_since(now);
+            if !plan.sleep_budgeted || self.spin_budget.covers(now, left) {
+                // Not parking, so the last look of `park` will not come
+                // either: take its place, LIFO slots included (the spin
+                // may have ended before it looked at them).
+                return Some(self.steal(LifoSlots::Take).map_or(Look::Again, Look::Found));
+            }
+        } else {
+            let wake = s.deadline - ahead;
+            if !plan.sleep_budgeted || self.spin_budget.covers(wake, ahead) {
+                plan.park_until = Some(wake);
             }
         }
-        // Nothing to run for a while: give back surplus stacks, then look
-        // again.
-        if self.release_surplus_stacks(Instant::now()) {
-            return Look::Again;
+        None
+    }
+
+    /// Step 5: until when to park: shortly before a sleep of ours is due
+    /// (step 4), and no longer than [`STEAL_GRACE`] if a steal held back
+    /// from a busy worker's new tasks, to look at them again.
+    fn park_deadline(&self, plan: &SpinPlan) -> Option<Instant> {
+        if !self.declined_steal.replace(false) {
+            return plan.park_until;
         }
-        // Park (see idle.rs for the handshake).
-        Look::Park(until)
+        let again = Instant::now() + STEAL_GRACE;
+        Some(plan.park_until.map_or(again, |t| t.min(again)))
+    }
+
+    /// The end of a look: charges its time to the spin budget if the plan
+    /// says so. Time that found work from elsewhere within
+    /// [`PRODUCTIVE_SPIN`] is not charged: parking and being woken would
+    /// have cost this worker's CPU about as much (futex wait and wake, a
+    /// halted vCPU resumed), and the work far more latency. So two tasks
+    /// that talk across workers keep both spinning while they talk, and
+    /// only spin that finds nothing (or finds it late, or finds only a
+    /// sleep of ours falling due) spends the budget: an idle runtime still
+    /// costs nothing.
+    fn settle_spin(&self, start: Instant, plan: &SpinPlan, found: FoundBy) {
+        if !plan.charged {
+            return;
+        }
+        let now = Instant::now();
+        let mut spun = now.saturating_duration_since(start);
+        if found == FoundBy::Elsewhere {
+            spun = spun.saturating_sub(PRODUCTIVE_SPIN);
+        }
+        self.spin_budget.charge(now, spun);
     }
 
     /// When idle: drops a chunk of the pool's surplus stacks, if it has
@@ -885,7 +1045,7 @@ impl TaskGroup {
         }
     }
 
-    /// Any task queued on this worker (or in the injector), at stop.
+    /// Any task queued on this worker (its inbox included), at stop.
     fn take_queued(&self) -> Option<TaskRef> {
         let me = self.remote();
         me.woken.take_all(&self.ready);
@@ -949,18 +1109,45 @@ impl TaskGroup {
     }
 }
 
-/// Charges a look's time to its worker's spin budget when the look ends.
-struct Charge<'a> {
-    budget: &'a SpinBudget,
-    start: Instant,
+/// What a look may spin, decided when it starts
+/// (`TaskGroup::plan_spin`).
+struct SpinPlan {
+    /// Look until this instant (the brief spin; longer with `idle_poll`).
+    until: Instant,
+    /// Whether the look's time is charged to the spin budget.
+    charged: bool,
+    /// Whether the spin ahead of this worker's own sleeps is budgeted.
+    sleep_budgeted: bool,
+    /// Where a park after this look ends: shortly before a sleep of ours.
+    park_until: Option<Instant>,
 }
 
-impl Drop for Charge<'_> {
-    fn drop(&mut self) {
-        let now = Instant::now();
-        self.budget
-            .charge(now, now.saturating_duration_since(self.start));
-    }
+/// How a look came by the task it found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FoundBy {
+    /// From elsewhere: stolen, woken by another thread, made ready by I/O.
+    Elsewhere,
+    /// One of this worker's own sleeps fell due.
+    OwnSleep,
+    /// It found none.
+    Nothing,
+}
+
+/// How the spin of a look ended (`TaskGroup::spin_for_work`).
+enum SpinEnd {
+    Found(TaskRef, FoundBy),
+    /// Stop looking and start over (the runtime stops; stacks released).
+    Again,
+    /// The planned spin is over with nothing found.
+    Spun,
+}
+
+/// Whether a steal takes other workers' LIFO tasks (their last spawned,
+/// which their owners are about to run).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LifoSlots {
+    Leave,
+    Take,
 }
 
 impl IdleWorker for TaskGroup {
@@ -984,7 +1171,7 @@ impl IdleWorker for TaskGroup {
     }
 
     fn last_look(&self) -> Option<TaskRef> {
-        TaskGroup::next_local(self).or_else(|| self.steal(true))
+        TaskGroup::next_local(self).or_else(|| self.steal(LifoSlots::Take))
     }
 
     fn stealable_in_sight(&self) -> bool {

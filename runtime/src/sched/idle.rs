@@ -270,6 +270,20 @@ impl Idle {
         }
     }
 
+    /// Called after pushing a new task into worker `w`'s inbox: wakes `w`
+    /// if it is not awake; else, if it is `busy` running a task, makes sure
+    /// a worker is searching, which will take the task if that run holds
+    /// `w` long (`TaskGroup::steal`'s patience).
+    #[inline]
+    pub(crate) fn notify_inbox(&self, w: usize, busy: bool) {
+        fence(SeqCst);
+        if self.states[w].load(Relaxed) != AWAKE {
+            self.signal_worker(w);
+        } else if busy {
+            self.notify_work(w);
+        }
+    }
+
     /// Called after pushing work pinned to worker `w`.
     #[inline]
     pub(crate) fn notify_worker(&self, w: usize) {
