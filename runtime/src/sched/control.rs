@@ -137,9 +137,6 @@ pub(crate) struct TaskControl {
     pub(crate) stalls: AtomicU64,
     /// The watchdog's periodic timer, cancelled at shutdown.
     pub(crate) watchdog: OnceLock<spindle_timer::TimerId>,
-    /// With `Builder::io_dispatcher`: the poller of the thread that polls
-    /// every fd of the runtime, and its waker (`poller.rs`).
-    pub(crate) io_dispatcher: OnceLock<(Arc<PollerShared>, mio::Waker)>,
 }
 
 impl TaskControl {
@@ -156,7 +153,6 @@ impl TaskControl {
             threads: Mutex::new(Vec::new()),
             stalls: AtomicU64::new(0),
             watchdog: OnceLock::new(),
-            io_dispatcher: OnceLock::new(),
         }
     }
 

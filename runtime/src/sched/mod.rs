@@ -28,7 +28,7 @@ pub(crate) use control::{Config, GroupRemote, GroupStats, TaskControl, MAX_WORKE
 pub(crate) use group::{
     current_group, current_task, TaskGroup, DEFAULT_IDLE_POLL, DEFAULT_SLEEP_SPIN, HELD_UP_WARNING,
 };
-pub(crate) use poller::{start_io_dispatcher, IoRegistration};
+pub(crate) use poller::IoRegistration;
 pub(crate) use watchdog::{start as start_watchdog, DEFAULT_STALL_THRESHOLD};
 
 use crate::meta::seam::Suspend;

@@ -200,10 +200,7 @@ impl IoRegistration {
         let Some(g) = super::current_group() else {
             return Ok(None);
         };
-        let shared = match g.control.io_dispatcher.get() {
-            Some((shared, _)) => shared,
-            None => &g.poller()?.shared,
-        };
+        let shared = &g.poller()?.shared;
         let (key, readiness) = readiness::allocate().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::OutOfMemory,
@@ -269,37 +266,5 @@ impl TaskGroup {
         self.control.idle.set_waker(self.index, Box::new(waker));
         let _ = self.remote().io_sources.set(Arc::clone(&poller.shared));
         Ok(self.poller_cell().get_or_init(|| poller))
-    }
-}
-
-/// With `Builder::io_dispatcher`: starts the thread that polls every fd
-/// of the runtime `control` (bthread's `EventDispatcher`), delivering
-/// events from there: each woken task goes through its home worker's
-/// remote queue, and a parked worker needs a wake-up. Returns once its
-/// poller is in place.
-pub(crate) fn start_io_dispatcher(
-    control: &Arc<super::TaskControl>,
-) -> io::Result<std::thread::JoinHandle<()>> {
-    let (poller, waker) = Poller::new()?;
-    let _ = control
-        .io_dispatcher
-        .set((Arc::clone(&poller.shared), waker));
-    let control = Arc::clone(control);
-    std::thread::Builder::new()
-        .name(format!("{}-io", control.config.thread_name))
-        .spawn(move || {
-            while !control.stopping.load(Relaxed) {
-                poller.poll(Some(None));
-            }
-            poller.close();
-        })
-}
-
-impl super::TaskControl {
-    /// Wakes the dispatcher thread, if any, to see the runtime stop.
-    pub(crate) fn stop_io_dispatcher(&self) {
-        if let Some((_, waker)) = self.io_dispatcher.get() {
-            PollWaker::wake(waker);
-        }
     }
 }
