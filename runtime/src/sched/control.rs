@@ -10,8 +10,8 @@
 
 use super::affinity::Cpus;
 use super::idle::Idle;
-use super::poller::PollerShared;
 use super::queue::RemoteQueue;
+use crate::driver::PollerShared;
 use crate::loom::sync::atomic::{
     AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed,
     Ordering::Release, Ordering::SeqCst,
@@ -166,7 +166,7 @@ impl TaskControl {
             .iter()
             .filter_map(OnceLock::get)
             .filter_map(|g| g.io_sources.get())
-            .map(|p| p.registered.load(Relaxed))
+            .map(|p| p.registered())
             .sum()
     }
 

@@ -44,9 +44,9 @@
 use super::control::{GroupRemote, GroupStats, TaskControl};
 use super::idle::{IdleWorker, Look};
 use super::idle_poll::PollWindow;
-use super::poller::Poller;
 use super::queue::LocalQueue;
 use super::spin_budget::SpinBudget;
+use crate::driver::{PollWait, Poller};
 use crate::loom::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
 use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
 use crate::meta::{self, TaskRef, CANCELLED, FINISHED, NO_HOME};
@@ -55,6 +55,7 @@ use crate::stack::TaskStack;
 use corosensei::CoroutineResult;
 use crossbeam_deque::{Steal, Worker};
 use std::cell::{Cell, OnceCell, RefCell};
+use std::io;
 use std::ptr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -288,9 +289,16 @@ impl TaskGroup {
         }
     }
 
-    /// Where this worker's poller is, once made (`poller.rs`).
-    pub(super) fn poller_cell(&self) -> &OnceCell<Poller> {
-        &self.poller
+    /// This worker's poller, made on first use: it then parks there, and
+    /// is woken through the poller's waker (`driver/park.rs`).
+    pub(crate) fn poller(&self) -> io::Result<&Poller> {
+        if let Some(p) = self.poller.get() {
+            return Ok(p);
+        }
+        let (poller, waker) = Poller::new()?;
+        self.control.idle.set_waker(self.index, Box::new(waker));
+        let _ = self.remote().io_sources.set(Arc::clone(poller.shared()));
+        Ok(self.poller.get_or_init(|| poller))
     }
 
     /// Whether this worker is unwinding a task its runtime's stop
@@ -393,7 +401,7 @@ impl TaskGroup {
         // The loop (idle.rs): local work, else `look`, else park.
         self.control.idle.work(self);
         if let Some(p) = self.poller.get() {
-            p.close();
+            p.close(super::make_ready);
         }
         self.cancel_queued();
         self.cancel_blocked();
@@ -567,7 +575,7 @@ impl TaskGroup {
         // than a round: what it waits for comes through its poller, which
         // it blocks in.
         if self.polls() {
-            self.poll_io(None);
+            self.poll_io(PollWait::NoWait);
             if let Some(t) = self.next_local() {
                 return Look::Found(t);
             }
@@ -1003,9 +1011,9 @@ impl IdleWorker for TaskGroup {
         self.poller.get().is_some_and(Poller::has_registrations)
     }
 
-    fn poll_io(&self, park: Option<Option<Instant>>) {
+    fn poll_io(&self, wait: PollWait) {
         if let Some(p) = self.poller.get() {
-            p.poll(park);
+            p.poll(wait, super::make_ready);
         }
     }
 
@@ -1023,7 +1031,7 @@ const IO_BALANCE_MARGIN: usize = 4;
 
 /// The fds registered in a worker's poller now.
 fn io_load(g: &GroupRemote) -> usize {
-    g.io_sources.get().map_or(0, |p| p.registered.load(Relaxed))
+    g.io_sources.get().map_or(0, |p| p.registered())
 }
 
 /// Retries `steal` until it settles: a task, or nothing to take.

@@ -145,12 +145,12 @@ impl IdleWorker for ModelWorker<'_> {
     fn polls(&self) -> bool {
         self.rt.pollers[self.me].is_some()
     }
-    fn poll_io(&self, park: Option<Option<Instant>>) {
+    fn poll_io(&self, wait: PollWait) {
         let Some(p) = &self.rt.pollers[self.me] else {
             return;
         };
         let mut st = p.state.lock().unwrap();
-        if park.is_some() {
+        if let PollWait::Park(_) = wait {
             while !st.0 && st.1.is_empty() {
                 st = p.changed.wait(st).unwrap();
             }

@@ -17,9 +17,7 @@ mod control;
 mod group;
 mod idle;
 mod idle_poll;
-mod poller;
 mod queue;
-pub(crate) mod readiness;
 mod spin_budget;
 mod watchdog;
 
@@ -28,11 +26,12 @@ pub(crate) use control::{Config, GroupRemote, GroupStats, TaskControl, MAX_WORKE
 pub(crate) use group::{
     current_group, current_task, TaskGroup, DEFAULT_IDLE_POLL, DEFAULT_SLEEP_SPIN, HELD_UP_WARNING,
 };
-pub(crate) use poller::IoRegistration;
 pub(crate) use watchdog::{start as start_watchdog, DEFAULT_STALL_THRESHOLD};
 
+use crate::driver::Poller;
 use crate::meta::seam::Suspend;
 use crate::meta::TaskRef;
+use std::io;
 use std::ptr;
 
 /// Switches the current task out with `reason`; its worker acts on the
@@ -84,6 +83,16 @@ pub(crate) fn unwinding_cancelled() -> bool {
 pub(crate) fn cancel_rest_at_stop() {
     if let Some(g) = current_group().filter(|g| g.is_unwinding_cancelled()) {
         g.cancel_rest_at_stop();
+    }
+}
+
+/// The poller of the worker running this thread, made if need be: where a
+/// task of this thread registers its fds. `Ok(None)` on a thread that is
+/// not a worker.
+pub(crate) fn current_poller() -> io::Result<Option<&'static Poller>> {
+    match current_group() {
+        Some(g) => g.poller().map(Some),
+        None => Ok(None),
     }
 }
 
