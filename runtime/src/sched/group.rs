@@ -133,6 +133,39 @@ pub(crate) fn current_task() -> Option<TaskRef> {
     current_group().and_then(|g| g.current.get())
 }
 
+/// The worker running on this thread, if it is one of `control`'s.
+#[inline]
+pub(crate) fn worker_of(control: &TaskControl) -> Option<&'static TaskGroup> {
+    current_group().filter(|g| ptr::eq(&*g.control, control))
+}
+
+/// The runtime of `t`.
+///
+/// The caller knows the runtime is alive: `t` is running on it, or it is
+/// blocked in a wait that the caller has just won (a blocked task keeps its
+/// runtime alive until it is queued: a stopping worker waits for its
+/// blocked tasks whose waits were ended elsewhere, see
+/// `TaskGroup::cancel_blocked`; from the push on, `push_remote` keeps it).
+fn control_of(t: TaskRef) -> &'static TaskControl {
+    // SAFETY: written at spawn as a `*const TaskControl` (`task::prepare`),
+    // read-only while the task lives; alive as said above.
+    unsafe { &*t.runtime().cast::<TaskControl>() }
+}
+
+/// Queues a started task that was blocked (its wait was ended by the
+/// caller): on this worker's ready list if this is its home worker, else on
+/// its home's remote queue. The one way a wait hands a task back.
+pub(crate) fn make_ready(t: TaskRef) {
+    let control = control_of(t);
+    if let Some(g) = worker_of(control) {
+        if g.index == t.home() {
+            g.push_ready(t);
+            return;
+        }
+    }
+    control.push_remote(t);
+}
+
 /// One worker's scheduler state; see the module docs.
 pub(crate) struct TaskGroup {
     pub(crate) index: usize,
@@ -401,7 +434,7 @@ impl TaskGroup {
         // The loop (idle.rs): local work, else `look`, else park.
         self.control.idle.work(self);
         if let Some(p) = self.poller.get() {
-            p.close(super::make_ready);
+            p.close(make_ready);
         }
         self.cancel_queued();
         self.cancel_blocked();
@@ -805,7 +838,7 @@ impl TaskGroup {
             .give(size, coro.into_stack(), Some(&mut self.stacks.borrow_mut()));
         GroupStats::bump(&self.remote().stats.finished);
         self.started.remove(t);
-        t.publish_end(FINISHED, super::make_ready);
+        t.publish_end(FINISHED, make_ready);
         meta::table().release(t, Some(&mut self.slots.borrow_mut()));
     }
 
@@ -952,7 +985,7 @@ impl TaskGroup {
             );
         }
         self.current.set(None);
-        t.publish_end(CANCELLED, super::make_ready);
+        t.publish_end(CANCELLED, make_ready);
         meta::table().release(t, Some(&mut self.slots.borrow_mut()));
     }
 }
@@ -1013,7 +1046,7 @@ impl IdleWorker for TaskGroup {
 
     fn poll_io(&self, wait: PollWait) {
         if let Some(p) = self.poller.get() {
-            p.poll(wait, super::make_ready);
+            p.poll(wait, make_ready);
         }
     }
 
