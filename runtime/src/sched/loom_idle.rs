@@ -9,7 +9,6 @@ use loom::sync::atomic::AtomicBool;
 use loom::sync::Arc;
 use loom::thread;
 use std::cell::RefCell;
-use std::time::Instant;
 
 /// Explores every interleaving with up to two preemptions (three, for
 /// the models with two producers, ran for over five minutes).
