@@ -10,8 +10,7 @@
 #
 # Other flags: --runs N, --secs S, --warmup S, --conns "1 64 1000",
 # --sizes "64 4096", --systems "spindle tokio may threads go" (and
-# spindle-1w, spindle with one worker, and spindle-dispatcher, the design
-# alternative of docs/io.md), --idle N
+# spindle-1w, spindle with one worker), --idle N
 # (idle connections for the memory measurement; 0 skips it).
 #
 # Each server runs with 2 worker threads (GOMAXPROCS=2 for Go) on a port of
@@ -105,14 +104,6 @@ for sys in $systems; do
         2>"$work/spindle-build.log"; then
         available+=" spindle-1w"
       fi ;;
-    spindle-dispatcher)
-      # The I/O design alternative of docs/io.md: spindle's server with one
-      # thread polling every fd (Builder::io_dispatcher), not a poller per
-      # worker.
-      if cargo build --release -p spindle-benches --bin echo_spindle \
-        2>"$work/spindle-build.log"; then
-        available+=" spindle-dispatcher"
-      fi ;;
     tokio|may|threads) available+=" $sys" ;;
     *) log "unknown system $sys"; exit 2 ;;
   esac
@@ -129,8 +120,6 @@ start_server() {
     go) GOMAXPROCS=2 "$bin/echo_server_go" --addr 127.0.0.1:0 >"$out" 2>&1 & ;;
     spindle-1w)
       SPINDLE_WORKERS=1 "$bin/echo_spindle" --addr 127.0.0.1:0 >"$out" 2>&1 & ;;
-    spindle-dispatcher)
-      SPINDLE_IO_DISPATCHER=1 "$bin/echo_spindle" --addr 127.0.0.1:0 >"$out" 2>&1 & ;;
     *) "$bin/echo_$sys" --addr 127.0.0.1:0 >"$out" 2>&1 & ;;
   esac
   server_pid=$!

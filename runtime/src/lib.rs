@@ -91,6 +91,8 @@ mod loom;
 mod stack;
 // Task state: `TaskMeta`, the task table, the seam.
 mod meta;
+// Driver: the I/O pollers, fd readiness, parking a worker in its poller.
+mod driver;
 // Scheduler: `TaskControl`, `TaskGroup`, idle protocol, watchdog.
 mod sched;
 // Wait: `Butex`, deadline scopes, interrupts.

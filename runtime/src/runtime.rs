@@ -58,7 +58,6 @@ pub struct Builder {
     /// `None`: the default, budgeted.
     sleep_spin: Option<Duration>,
     idle_poll: Duration,
-    io_dispatcher: bool,
 }
 
 impl Default for Builder {
@@ -71,7 +70,6 @@ impl Default for Builder {
             stall_threshold: DEFAULT_STALL_THRESHOLD,
             sleep_spin: None,
             idle_poll: DEFAULT_IDLE_POLL,
-            io_dispatcher: false,
         }
     }
 }
@@ -184,17 +182,6 @@ impl Builder {
         self
     }
 
-    /// Polls this runtime's fds on one thread of their own, which wakes
-    /// the waiting tasks through their workers' remote queues (bthread's
-    /// `EventDispatcher`), instead of in each worker's own poller (the
-    /// default). The alternative `docs/io.md` measures; slower on the echo
-    /// benchmark there.
-    #[doc(hidden)]
-    pub fn io_dispatcher(mut self, yes: bool) -> Self {
-        self.io_dispatcher = yes;
-        self
-    }
-
     /// Starts the runtime. Bad values (0 or more than 256 workers, a stack
     /// size over 1 TiB, a thread name with a NUL byte) are `InvalidInput`
     /// errors; a stack size the OS cannot map (more memory than it will
@@ -238,10 +225,6 @@ impl Builder {
             })),
         };
         rt.control.stacks.prime()?;
-        if self.io_dispatcher {
-            let h = sched::start_io_dispatcher(&rt.control)?;
-            lock(&rt.control.threads).push(h);
-        }
         rt.add_workers(workers)?;
         if let Some(id) = sched::start_watchdog(Arc::downgrade(&rt.control), self.stall_threshold) {
             let _ = rt.control.watchdog.set(id);
@@ -495,7 +478,6 @@ impl Runtime {
         let control = &self.control;
         control.stopping.store(true, Ordering::SeqCst);
         control.idle.stop();
-        control.stop_io_dispatcher();
         if let Some(&id) = control.watchdog.get() {
             stop_watchdog(id);
         }

@@ -20,6 +20,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("base", &["loom", "error", "id"]),
     ("stacks", &["stack"]),
     ("task state", &["meta"]),
+    ("driver", &["driver"]),
     ("scheduler", &["sched"]),
     ("wait", &["wait"]),
     ("io", &["io"]),

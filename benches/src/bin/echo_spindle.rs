@@ -14,18 +14,12 @@ use std::io;
 fn main() -> io::Result<()> {
     let addr = server_addr();
     raise_nofile_limit()?;
-    // SPINDLE_IO_DISPATCHER=1: the design alternative of docs/io.md, one
-    // thread polling every fd instead of a poller per worker.
-    let dispatcher = std::env::var_os("SPINDLE_IO_DISPATCHER").is_some_and(|v| v == "1");
     // SPINDLE_WORKERS=n: n workers instead of 2 (`spindle-1w` in echo.sh).
     let workers = std::env::var("SPINDLE_WORKERS")
         .ok()
         .and_then(|w| w.parse().ok())
         .unwrap_or(2);
-    let rt = spindle::Runtime::builder()
-        .workers(workers)
-        .io_dispatcher(dispatcher)
-        .build()?;
+    let rt = spindle::Runtime::builder().workers(workers).build()?;
     rt.block_on(|| {
         let listener = TcpListener::bind(addr)?;
         announce(listener.local_addr()?);

@@ -8,9 +8,9 @@
 //! lost edge shows as a reader that waits for good, which loom reports as
 //! a deadlock.
 
+use crate::driver::{Direction, IoReadiness};
 use crate::loom::sync::atomic::{AtomicU32, Ordering};
 use crate::meta::wait_queue::WaitKind;
-use crate::sched::readiness::{Direction, IoReadiness};
 use crate::wait;
 use loom::sync::Arc;
 use loom::thread;

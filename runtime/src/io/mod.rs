@@ -25,9 +25,9 @@ pub(crate) mod blocking;
 mod loom_io;
 pub(crate) mod source;
 
-use crate::sched::readiness::Direction;
-use crate::sched::{self, IoRegistration};
-use source::{is_wait_interrupt, poll_thread, wait_readiness};
+use crate::driver::Direction;
+use crate::sched;
+use source::{is_wait_interrupt, poll_thread, register, wait_readiness};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::Instant;
@@ -83,13 +83,12 @@ pub fn wait_fd(
     // SAFETY: `fd` is open for the caller's borrow; the duplicate is a
     // new fd that we own.
     let dup = unsafe { BorrowedFd::borrow_raw(raw) }.try_clone_to_owned()?;
-    let registration =
-        match IoRegistration::register(dup.as_raw_fd(), interest == Interest::ReadWrite) {
-            Ok(Some(r)) => r,
-            Ok(None) => return Err(io::Error::other("only a task registers an fd")),
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => return Ok(()),
-            Err(e) => return Err(e),
-        };
+    let registration = match register(dup.as_raw_fd(), interest == Interest::ReadWrite) {
+        Ok(Some(r)) => r,
+        Ok(None) => return Err(io::Error::other("only a task registers an fd")),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => return Ok(()),
+        Err(e) => return Err(e),
+    };
     let dir = match interest {
         Interest::Writable => Direction::Write,
         Interest::Readable | Interest::ReadWrite => Direction::Read,

@@ -7,7 +7,7 @@
 //! - a task registers the fd in its worker's poller on its first wait
 //!   (once: tasks of other workers then wait on that registration), loads
 //!   the direction's sequence before each try, and waits on it
-//!   (`readiness.rs`), honouring its deadline scope, `interrupt`, `stop`
+//!   (`driver/readiness.rs`), honouring its deadline scope, `interrupt`, `stop`
 //!   and the socket's timeout;
 //! - a plain thread (or a task that cannot switch out, as while it
 //!   unwinds) blocks in `ppoll` for the fd, honouring its own deadline
@@ -16,14 +16,15 @@
 //! How a wait's end becomes an `io::Error` is [`wait_error`].
 
 use super::Interest;
+use crate::driver::Direction;
+use crate::driver::IoRegistration;
 use crate::error::WaitError;
 use crate::loom::sync::atomic::{
     AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
 use crate::loom::sync::Mutex;
 use crate::meta::wait_queue::WaitKind;
-use crate::sched::readiness::Direction;
-use crate::sched::{self, IoRegistration};
+use crate::sched;
 use crate::wait::{self, deadline::effective_deadline};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -172,7 +173,7 @@ impl<T: AsRawFd> IoSource<T> {
         let mut deadline = timeout.and_then(|(_, at)| at);
         let drained = &self.drained[dir as usize];
         loop {
-            // The sequence is read before the try: see readiness.rs.
+            // The sequence is read before the try: see driver/readiness.rs.
             let registration = self.registration();
             let seq = registration.map(|r| r.readiness().sequence(dir));
             let known_empty = seq.is_some_and(|s| drained.load(Relaxed) == DRAINED | u64::from(s))
@@ -224,7 +225,7 @@ impl<T: AsRawFd> IoSource<T> {
             // deregister it there before it is registered afresh.
             old.deregister();
         }
-        let r = IoRegistration::register(self.io.as_raw_fd(), false)?
+        let r = register(self.io.as_raw_fd(), false)?
             .ok_or_else(|| io::Error::other("only a task registers an fd"))?;
         // A drained mark names the old slot's sequence.
         for d in &self.drained {
@@ -259,6 +260,17 @@ impl<T: AsRawFd> Drop for IoSource<T> {
 /// Far enough to stand for "never" where a deadline overflows.
 fn far() -> Instant {
     Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+}
+
+/// Registers `fd` in the poller of the worker running this thread, made
+/// if need be. `Ok(None)` on a thread that is not a worker. With `either`,
+/// an event of either direction wakes the read waiters (for one wait on
+/// both).
+pub(crate) fn register(fd: RawFd, either: bool) -> io::Result<Option<IoRegistration>> {
+    match sched::current_poller()? {
+        Some(poller) => poller.register(fd, either).map(Some),
+        None => Ok(None),
+    }
 }
 
 /// A task's wait for the readiness of `dir` to move past `seq`.

@@ -3,8 +3,8 @@
 //! `write` suspend only the task.
 
 use super::addr::{each_addr, ToSocketAddrs};
+use crate::driver::Direction;
 use crate::io::source::IoSource;
-use crate::sched::readiness::Direction;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::fmt;
 use std::io;
@@ -278,7 +278,7 @@ macro_rules! stream_read_write {
     ($t:ty, $io:ident) => {
         impl std::io::Read for &$t {
             fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-                let dir = $crate::sched::readiness::Direction::Read;
+                let dir = $crate::driver::Direction::Read;
                 self.source
                     .$io(dir, buf.len(), |mut s| std::io::Read::read(&mut s, buf))
             }
@@ -286,7 +286,7 @@ macro_rules! stream_read_write {
                 &mut self,
                 bufs: &mut [std::io::IoSliceMut<'_>],
             ) -> std::io::Result<usize> {
-                let dir = $crate::sched::readiness::Direction::Read;
+                let dir = $crate::driver::Direction::Read;
                 self.source
                     .do_io(dir, |mut s| std::io::Read::read_vectored(&mut s, bufs))
             }
@@ -303,12 +303,12 @@ macro_rules! stream_read_write {
 
         impl std::io::Write for &$t {
             fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                let dir = $crate::sched::readiness::Direction::Write;
+                let dir = $crate::driver::Direction::Write;
                 self.source
                     .$io(dir, buf.len(), |mut s| std::io::Write::write(&mut s, buf))
             }
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-                let dir = $crate::sched::readiness::Direction::Write;
+                let dir = $crate::driver::Direction::Write;
                 self.source
                     .do_io(dir, |mut s| std::io::Write::write_vectored(&mut s, bufs))
             }
@@ -395,7 +395,7 @@ macro_rules! socket_timeouts {
                 &self,
                 timeout: Option<std::time::Duration>,
             ) -> std::io::Result<()> {
-                self.source.set_timeout($crate::sched::readiness::Direction::Read, timeout)
+                self.source.set_timeout($crate::driver::Direction::Read, timeout)
             }
 
             /// Bounds each later wait of a write or send (`None`: no
@@ -408,17 +408,17 @@ macro_rules! socket_timeouts {
                 &self,
                 timeout: Option<std::time::Duration>,
             ) -> std::io::Result<()> {
-                self.source.set_timeout($crate::sched::readiness::Direction::Write, timeout)
+                self.source.set_timeout($crate::driver::Direction::Write, timeout)
             }
 
             /// The read timeout (`None`: no bound).
             pub fn read_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
-                Ok(self.source.timeout($crate::sched::readiness::Direction::Read))
+                Ok(self.source.timeout($crate::driver::Direction::Read))
             }
 
             /// The write timeout (`None`: no bound).
             pub fn write_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
-                Ok(self.source.timeout($crate::sched::readiness::Direction::Write))
+                Ok(self.source.timeout($crate::driver::Direction::Write))
             }
 
             /// The pending error of the socket, if any (`SO_ERROR`).

@@ -2,8 +2,8 @@
 //! `IoSource`, so that `send` and `recv` suspend only the task.
 
 use super::addr::{each_addr, resolve, ToSocketAddrs};
+use crate::driver::Direction;
 use crate::io::source::IoSource;
-use crate::sched::readiness::Direction;
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;

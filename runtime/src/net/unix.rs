@@ -1,10 +1,11 @@
 //! Unix domain sockets: [`UnixListener`] and [`UnixStream`], std's types
 //! in non-blocking mode inside an `IoSource`.
 
+use crate::driver::Direction;
 use crate::io::blocking;
 use crate::io::source::{wait_error, IoSource};
 use crate::meta::wait_queue::WaitKind;
-use crate::sched::{self, readiness::Direction};
+use crate::sched;
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::fmt;
 use std::io;

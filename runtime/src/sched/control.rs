@@ -10,8 +10,8 @@
 
 use super::affinity::Cpus;
 use super::idle::Idle;
-use super::poller::PollerShared;
 use super::queue::RemoteQueue;
+use crate::driver::PollerShared;
 use crate::loom::sync::atomic::{
     AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed,
     Ordering::Release, Ordering::SeqCst,
@@ -143,9 +143,6 @@ pub(crate) struct TaskControl {
     pub(crate) stalls: AtomicU64,
     /// The watchdog's periodic timer, cancelled at shutdown.
     pub(crate) watchdog: OnceLock<spindle_timer::TimerId>,
-    /// With `Builder::io_dispatcher`: the poller of the thread that polls
-    /// every fd of the runtime, and its waker (`poller.rs`).
-    pub(crate) io_dispatcher: OnceLock<(Arc<PollerShared>, mio::Waker)>,
 }
 
 impl TaskControl {
@@ -162,7 +159,6 @@ impl TaskControl {
             threads: Mutex::new(Vec::new()),
             stalls: AtomicU64::new(0),
             watchdog: OnceLock::new(),
-            io_dispatcher: OnceLock::new(),
         }
     }
 
@@ -176,7 +172,7 @@ impl TaskControl {
             .iter()
             .filter_map(OnceLock::get)
             .filter_map(|g| g.io_sources.get())
-            .map(|p| p.registered.load(Relaxed))
+            .map(|p| p.registered())
             .sum()
     }
 

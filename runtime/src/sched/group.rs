@@ -44,9 +44,9 @@
 use super::control::{GroupRemote, GroupStats, TaskControl};
 use super::idle::{IdleWorker, Look};
 use super::idle_poll::PollWindow;
-use super::poller::Poller;
 use super::queue::LocalQueue;
 use super::spin_budget::SpinBudget;
+use crate::driver::{PollWait, Poller};
 use crate::loom::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
 use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
 use crate::meta::{self, TaskRef, CANCELLED, FINISHED, NO_HOME};
@@ -55,6 +55,7 @@ use crate::stack::TaskStack;
 use corosensei::CoroutineResult;
 use crossbeam_deque::{Steal, Worker};
 use std::cell::{Cell, OnceCell, RefCell};
+use std::io;
 use std::ptr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -143,6 +144,39 @@ pub(crate) fn current_group() -> Option<&'static TaskGroup> {
 #[inline]
 pub(crate) fn current_task() -> Option<TaskRef> {
     current_group().and_then(|g| g.current.get())
+}
+
+/// The worker running on this thread, if it is one of `control`'s.
+#[inline]
+pub(crate) fn worker_of(control: &TaskControl) -> Option<&'static TaskGroup> {
+    current_group().filter(|g| ptr::eq(&*g.control, control))
+}
+
+/// The runtime of `t`.
+///
+/// The caller knows the runtime is alive: `t` is running on it, or it is
+/// blocked in a wait that the caller has just won (a blocked task keeps its
+/// runtime alive until it is queued: a stopping worker waits for its
+/// blocked tasks whose waits were ended elsewhere, see
+/// `TaskGroup::cancel_blocked`; from the push on, `push_remote` keeps it).
+fn control_of(t: TaskRef) -> &'static TaskControl {
+    // SAFETY: written at spawn as a `*const TaskControl` (`task::prepare`),
+    // read-only while the task lives; alive as said above.
+    unsafe { &*t.runtime().cast::<TaskControl>() }
+}
+
+/// Queues a started task that was blocked (its wait was ended by the
+/// caller): on this worker's ready list if this is its home worker, else on
+/// its home's remote queue. The one way a wait hands a task back.
+pub(crate) fn make_ready(t: TaskRef) {
+    let control = control_of(t);
+    if let Some(g) = worker_of(control) {
+        if g.index == t.home() {
+            g.push_ready(t);
+            return;
+        }
+    }
+    control.push_remote(t);
 }
 
 /// One worker's scheduler state; see the module docs.
@@ -318,9 +352,16 @@ impl TaskGroup {
         }
     }
 
-    /// Where this worker's poller is, once made (`poller.rs`).
-    pub(super) fn poller_cell(&self) -> &OnceCell<Poller> {
-        &self.poller
+    /// This worker's poller, made on first use: it then parks there, and
+    /// is woken through the poller's waker (`driver/park.rs`).
+    pub(crate) fn poller(&self) -> io::Result<&Poller> {
+        if let Some(p) = self.poller.get() {
+            return Ok(p);
+        }
+        let (poller, waker) = Poller::new()?;
+        self.control.idle.set_waker(self.index, Box::new(waker));
+        let _ = self.remote().io_sources.set(Arc::clone(poller.shared()));
+        Ok(self.poller.get_or_init(|| poller))
     }
 
     /// Whether this worker is unwinding a task its runtime's stop
@@ -423,7 +464,7 @@ impl TaskGroup {
         // The loop (idle.rs): local work, else `look`, else park.
         self.control.idle.work(self);
         if let Some(p) = self.poller.get() {
-            p.close();
+            p.close(make_ready);
         }
         self.cancel_queued();
         self.cancel_blocked();
@@ -689,7 +730,7 @@ impl TaskGroup {
         if !self.polls() {
             return None;
         }
-        self.poll_io(None);
+        self.poll_io(PollWait::NoWait);
         plan.until = Instant::now().min(plan.until);
         self.next_local()
     }
@@ -957,7 +998,7 @@ impl TaskGroup {
             .give(size, coro.into_stack(), Some(&mut self.stacks.borrow_mut()));
         GroupStats::bump(&self.remote().stats.finished);
         self.started.remove(t);
-        t.publish_end(FINISHED, super::make_ready);
+        t.publish_end(FINISHED, make_ready);
         meta::table().release(t, Some(&mut self.slots.borrow_mut()));
     }
 
@@ -1104,7 +1145,7 @@ impl TaskGroup {
             );
         }
         self.current.set(None);
-        t.publish_end(CANCELLED, super::make_ready);
+        t.publish_end(CANCELLED, make_ready);
         meta::table().release(t, Some(&mut self.slots.borrow_mut()));
     }
 }
@@ -1190,9 +1231,9 @@ impl IdleWorker for TaskGroup {
         self.poller.get().is_some_and(Poller::has_registrations)
     }
 
-    fn poll_io(&self, park: Option<Option<Instant>>) {
+    fn poll_io(&self, wait: PollWait) {
         if let Some(p) = self.poller.get() {
-            p.poll(park);
+            p.poll(wait, make_ready);
         }
     }
 
@@ -1210,7 +1251,7 @@ const IO_BALANCE_MARGIN: usize = 4;
 
 /// The fds registered in a worker's poller now.
 fn io_load(g: &GroupRemote) -> usize {
-    g.io_sources.get().map_or(0, |p| p.registered.load(Relaxed))
+    g.io_sources.get().map_or(0, |p| p.registered())
 }
 
 /// Retries `steal` until it settles: a task, or nothing to take.

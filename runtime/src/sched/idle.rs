@@ -36,7 +36,7 @@
 //! then returns at once.
 //!
 //! A worker with fds registered parks in its I/O poller instead of its lot
-//! (`poller.rs`), with the same handshake: it reads its lot's state, and
+//! (the driver's `Poller` and `PollParking`), with the same handshake: it reads its lot's state, and
 //! after its last look sets its `in_poll` flag, fences, and blocks in the
 //! poller only if the lot's state has not moved since. A producer signals
 //! the lot (which moves its state), fences, and wakes the poller's waker
@@ -49,12 +49,11 @@
 //! models (`loom_idle.rs`) with queues of numbers, so that they check the
 //! very loop the workers run, with the real handshakes.
 
-use crate::loom::sync::atomic::AtomicBool;
+use crate::driver::{PollParking, PollWait, PollWaker};
 use crate::loom::sync::atomic::{
     fence, AtomicIsize, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst,
 };
 use spindle_parking::ParkingLot;
-use std::sync::OnceLock;
 use std::time::Instant;
 
 /// The number of ParkingLots (bthread's `PARKING_LOT_NUM`). One under loom,
@@ -99,16 +98,9 @@ pub(crate) trait IdleWorker {
     fn run(&self, t: Self::Task);
     /// Whether it has fds registered in its poller (then it parks there).
     fn polls(&self) -> bool;
-    /// Polls its fds, queuing the tasks their events wake: without
-    /// blocking if `park` is `None`, else blocking until an event, its
-    /// waker, or the instant `park` holds.
-    fn poll_io(&self, park: Option<Option<Instant>>);
-}
-
-/// What wakes a worker parked in its poller: its `mio::Waker` (an
-/// emulation in the loom models).
-pub(crate) trait PollWaker: Send + Sync + std::fmt::Debug {
-    fn wake(&self);
+    /// Polls its fds, queuing the tasks their events wake, blocking as
+    /// `wait` says (until an event, its waker, or the instant, to park).
+    fn poll_io(&self, wait: PollWait);
 }
 
 /// What a worker's [`IdleWorker::look`] found.
@@ -135,10 +127,8 @@ pub(crate) struct Idle {
     /// notifier adds it; a negative reading only makes producers wake more.
     searching: AtomicIsize,
     parked: AtomicUsize,
-    /// Per worker: set while it parks in its poller.
-    in_poll: Box<[AtomicBool]>,
-    /// Per worker: its poller's waker, once it has a poller.
-    wakers: Box<[OnceLock<Box<dyn PollWaker>>]>,
+    /// Per worker: whether it parks in its poller, and its waker.
+    pollers: PollParking,
     /// Threads woken by signals, for stats.
     pub(crate) wakeups: AtomicU64,
 }
@@ -152,8 +142,7 @@ impl Idle {
             workers: AtomicUsize::new(0),
             searching: AtomicIsize::new(0),
             parked: AtomicUsize::new(0),
-            in_poll: (0..max_workers).map(|_| AtomicBool::new(false)).collect(),
-            wakers: (0..max_workers).map(|_| OnceLock::new()).collect(),
+            pollers: PollParking::new(max_workers),
             wakeups: AtomicU64::new(0),
         }
     }
@@ -161,7 +150,7 @@ impl Idle {
     /// Gives worker `w` a poller, woken by `waker`; before any of its fds
     /// is registered.
     pub(crate) fn set_waker(&self, w: usize, waker: Box<dyn PollWaker>) {
-        let _ = self.wakers[w].set(waker);
+        self.pollers.set_waker(w, waker);
     }
 
     /// Registers worker `workers()`; call before it starts.
@@ -258,12 +247,8 @@ impl Idle {
         let mut woken = self.lots[Self::lot_of(w)].signal_masked(u32::MAX, Self::mask_of(w));
         // The lot's state moved (a SeqCst RMW): now look for the worker in
         // its poller (the module docs' handshake).
-        fence(SeqCst);
-        if self.in_poll[w].load(Relaxed) {
-            if let Some(waker) = self.wakers[w].get() {
-                waker.wake();
-                woken += 1;
-            }
+        if self.pollers.unpark(w) {
+            woken += 1;
         }
         if woken > 0 {
             self.wakeups.fetch_add(woken as u64, Relaxed);
@@ -312,7 +297,7 @@ impl Idle {
             if until_poll == 0 {
                 until_poll = POLL_EVERY;
                 if w.polls() {
-                    w.poll_io(None);
+                    w.poll_io(PollWait::NoWait);
                 }
             }
             let task = match w.next_local() {
@@ -386,12 +371,13 @@ impl Idle {
         let slept = found.is_none() && !w.stopping();
         if slept {
             if w.polls() {
-                self.in_poll[me].store(true, Relaxed);
-                fence(SeqCst);
-                if lot.state() == lot_state {
-                    w.poll_io(Some(until));
-                }
-                self.in_poll[me].store(false, Relaxed);
+                // Blocks in the poller only if the lot's state has not
+                // moved since it was read (the module docs' handshake).
+                self.pollers.park(
+                    me,
+                    || lot.state() == lot_state,
+                    || w.poll_io(PollWait::Park(until)),
+                );
             } else {
                 lot.wait_until_masked(lot_state, until, Self::mask_of(me));
             }
@@ -414,12 +400,7 @@ impl Idle {
         for lot in &self.lots {
             lot.stop();
         }
-        fence(SeqCst);
-        for (flag, waker) in self.in_poll.iter().zip(self.wakers.iter()) {
-            if let (true, Some(waker)) = (flag.load(Relaxed), waker.get()) {
-                waker.wake();
-            }
-        }
+        self.pollers.unpark_all();
     }
 }
 

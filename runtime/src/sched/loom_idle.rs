@@ -9,7 +9,6 @@ use loom::sync::atomic::AtomicBool;
 use loom::sync::Arc;
 use loom::thread;
 use std::cell::RefCell;
-use std::time::Instant;
 
 /// Explores every interleaving with up to two preemptions (three, for
 /// the models with two producers, ran for over five minutes).
@@ -145,12 +144,12 @@ impl IdleWorker for ModelWorker<'_> {
     fn polls(&self) -> bool {
         self.rt.pollers[self.me].is_some()
     }
-    fn poll_io(&self, park: Option<Option<Instant>>) {
+    fn poll_io(&self, wait: PollWait) {
         let Some(p) = &self.rt.pollers[self.me] else {
             return;
         };
         let mut st = p.state.lock().unwrap();
-        if park.is_some() {
+        if let PollWait::Park(_) = wait {
             while !st.0 && st.1.is_empty() {
                 st = p.changed.wait(st).unwrap();
             }

@@ -6,6 +6,12 @@
 //! idle polling). The stall watchdog and the workers' CPU affinity are
 //! here too.
 //!
+//! Each worker owns an I/O poller of the driver layer (`crate::driver`),
+//! made when one of its tasks first waits for an fd: the worker polls it
+//! in its loop and parks in it (`idle.rs`), and hands it [`make_ready`] to
+//! deliver the tasks its events wake. [`current_poller`] says where a task
+//! registers its fds.
+//!
 //! The scheduler never imports the wait layer. A task that waits switches
 //! out with `Suspend::Block`, and its worker acts on the wait only through
 //! the seam (`meta::seam::Blocker`); waits hand woken tasks back through
@@ -17,22 +23,22 @@ mod control;
 mod group;
 mod idle;
 mod idle_poll;
-mod poller;
 mod queue;
-pub(crate) mod readiness;
 mod spin_budget;
 mod watchdog;
 
 pub(crate) use affinity::Cpus;
 pub(crate) use control::{Config, GroupRemote, GroupStats, TaskControl, MAX_WORKERS};
 pub(crate) use group::{
-    current_group, current_task, TaskGroup, DEFAULT_IDLE_POLL, DEFAULT_SLEEP_SPIN, HELD_UP_WARNING,
+    current_group, current_task, make_ready, worker_of, TaskGroup, DEFAULT_IDLE_POLL,
+    DEFAULT_SLEEP_SPIN, HELD_UP_WARNING,
 };
-pub(crate) use poller::{start_io_dispatcher, IoRegistration};
 pub(crate) use watchdog::{start as start_watchdog, DEFAULT_STALL_THRESHOLD};
 
+use crate::driver::Poller;
 use crate::meta::seam::Suspend;
 use crate::meta::TaskRef;
+use std::io;
 use std::ptr;
 
 /// Switches the current task out with `reason`; its worker acts on the
@@ -87,35 +93,12 @@ pub(crate) fn cancel_rest_at_stop() {
     }
 }
 
-/// The worker running on this thread, if it is one of `control`'s.
-#[inline]
-pub(crate) fn worker_of(control: &TaskControl) -> Option<&'static TaskGroup> {
-    current_group().filter(|g| ptr::eq(&*g.control, control))
-}
-
-/// The runtime of `t`.
-///
-/// The caller knows the runtime is alive: `t` is running on it, or it is
-/// blocked in a wait that the caller has just won (a blocked task keeps its
-/// runtime alive until it is queued: a stopping worker waits for its
-/// blocked tasks whose waits were ended elsewhere, see
-/// `TaskGroup::cancel_blocked`; from the push on, `push_remote` keeps it).
-fn control_of(t: TaskRef) -> &'static TaskControl {
-    // SAFETY: written at spawn as a `*const TaskControl` (`task::prepare`),
-    // read-only while the task lives; alive as said above.
-    unsafe { &*t.runtime().cast::<TaskControl>() }
-}
-
-/// Queues a started task that was blocked (its wait was ended by the
-/// caller): on this worker's ready list if this is its home worker, else on
-/// its home's remote queue. The one way a wait hands a task back.
-pub(crate) fn make_ready(t: TaskRef) {
-    let control = control_of(t);
-    if let Some(g) = worker_of(control) {
-        if g.index == t.home() {
-            g.push_ready(t);
-            return;
-        }
+/// The poller of the worker running this thread, made if need be: where a
+/// task of this thread registers its fds. `Ok(None)` on a thread that is
+/// not a worker.
+pub(crate) fn current_poller() -> io::Result<Option<&'static Poller>> {
+    match current_group() {
+        Some(g) => g.poller().map(Some),
+        None => Ok(None),
     }
-    control.push_remote(t);
 }

@@ -1,28 +1,24 @@
 //! One I/O poller per worker: where fd readiness becomes woken tasks.
 //!
-//! A worker makes its poller (a `mio::Poll`, edge-triggered epoll, and a
-//! `mio::Waker`) when one of its tasks first waits for an fd. The fd is
-//! registered there once, for both directions, with a token naming its
-//! readiness slot (`readiness.rs`), and stays there until its handle drops
-//! (an [`IoRegistration`], which deregisters before the fd is closed).
+//! A [`Poller`] is a `mio::Poll` (edge-triggered epoll) and a `mio::Waker`.
+//! Its owner (a worker) makes it when one of its tasks first waits for an
+//! fd. The fd is registered there once, for both directions, with a token
+//! naming its readiness slot (`readiness.rs`), and stays there until its
+//! handle drops (an [`IoRegistration`], which deregisters before the fd is
+//! closed).
 //!
-//! The worker polls:
-//! - without blocking, every `POLL_EVERY` tasks it runs and before each
-//!   search for work elsewhere (`Idle::work`, `TaskGroup::look_elsewhere`),
-//!   so a CPU-bound neighbour cannot starve I/O;
-//! - blocking, instead of waiting on its ParkingLot, when it parks with
-//!   fds registered (`Idle::park`). A push to it then wakes it through the
-//!   waker, only while it is parked there.
-//!
-//! An event bumps the readiness sequences and wakes the waiting tasks
-//! through `make_ready`: those of this worker go on its ready list with no
-//! syscall and no thread hop; others go to their home's remote queue.
+//! The owner polls, with a [`PollWait`]: without blocking (`NoWait`), or
+//! blocking until an event, the waker or an instant (`Park`), which is
+//! how a worker with fds registered parks (`park.rs`). An event bumps the
+//! readiness sequences and hands each task it wakes to the function the
+//! caller of the poll passes (the scheduler's `make_ready`): the poller
+//! knows nothing of where tasks are queued.
 
-use super::group::TaskGroup;
-use super::idle::PollWaker;
+use super::park::PollWaker;
 use super::readiness::{self, IoReadiness, SlotKey, CLOSED_READ, CLOSED_WRITE};
 use crate::loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use crate::loom::sync::Mutex;
+use crate::meta::TaskRef;
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::io;
@@ -43,13 +39,23 @@ const EVENTS: usize = 256;
 /// next sleep ends, and must not oversleep it by up to a millisecond.
 const FINE_TIMEOUT: Duration = Duration::from_millis(2);
 
+/// How long a poll may block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PollWait {
+    /// Not at all: take the events there are.
+    NoWait,
+    /// Until an event, the poller's waker, or the instant if any: the
+    /// poller's owner parks in it.
+    Park(Option<Instant>),
+}
+
 /// The part of a poller that registrations hold: they may be dropped on
 /// any thread, after the worker is gone.
 #[derive(Debug)]
 pub(crate) struct PollerShared {
     registry: Registry,
     /// Fds registered now.
-    pub(crate) registered: AtomicUsize,
+    registered: AtomicUsize,
     /// Set when the worker stops: nobody polls this poller any more.
     closed: AtomicBool,
     /// The slots of the fds registered here (for the stop: see
@@ -57,12 +63,20 @@ pub(crate) struct PollerShared {
     slots: Mutex<HashSet<u64>>,
 }
 
+impl PollerShared {
+    /// How many fds are registered in the poller now.
+    #[inline]
+    pub(crate) fn registered(&self) -> usize {
+        self.registered.load(Relaxed)
+    }
+}
+
 /// A worker's poller; see the module docs. Used by its worker only.
 #[derive(Debug)]
 pub(crate) struct Poller {
     poll: RefCell<Poll>,
     events: RefCell<Events>,
-    pub(crate) shared: Arc<PollerShared>,
+    shared: Arc<PollerShared>,
 }
 
 impl PollWaker for Waker {
@@ -92,9 +106,15 @@ impl Poller {
         Ok((poller, waker))
     }
 
+    /// What its registrations share (for the count of its fds).
+    pub(crate) fn shared(&self) -> &Arc<PollerShared> {
+        &self.shared
+    }
+
     /// The worker stops: its registrations must move (see
-    /// [`IoRegistration::is_live`]).
-    pub(crate) fn close(&self) {
+    /// [`IoRegistration::is_live`]). The tasks waiting on them are handed
+    /// to `wake`.
+    pub(crate) fn close(&self, wake: impl Fn(TaskRef)) {
         self.shared.closed.store(true, SeqCst);
         // Tasks of other runtimes may wait on fds registered here: wake
         // them to register elsewhere. (A waiter that checked `is_live`
@@ -106,7 +126,7 @@ impl Poller {
             .collect();
         for token in slots {
             if let Some(slot) = readiness::lookup(SlotKey::from_token(token)) {
-                slot.deliver(true, true, 0, super::make_ready);
+                slot.deliver(true, true, 0, &wake);
             }
         }
     }
@@ -116,16 +136,15 @@ impl Poller {
         self.shared.registered.load(Relaxed) > 0
     }
 
-    /// Polls once: without blocking if `park` is `None`; else blocking
-    /// until an event, the waker, or the instant `park` holds. Delivers
-    /// every event to its readiness slot.
-    pub(crate) fn poll(&self, park: Option<Option<Instant>>) {
+    /// Polls once, blocking as `wait` says. Delivers every event to its
+    /// readiness slot, and hands each task it wakes to `wake`.
+    pub(crate) fn poll(&self, wait: PollWait, wake: impl Fn(TaskRef)) {
         let mut poll = self.poll.borrow_mut();
         let mut events = self.events.borrow_mut();
-        let timeout = match park {
-            None => Some(Duration::ZERO),
-            Some(None) => None,
-            Some(Some(until)) => {
+        let timeout = match wait {
+            PollWait::NoWait => Some(Duration::ZERO),
+            PollWait::Park(None) => None,
+            PollWait::Park(Some(until)) => {
                 let left = until.saturating_duration_since(Instant::now());
                 if left < FINE_TIMEOUT {
                     wait_readable(poll.as_raw_fd(), left);
@@ -159,7 +178,7 @@ impl Poller {
                 event.is_readable() || read_closed,
                 event.is_writable() || write_closed,
                 closed,
-                super::make_ready,
+                &wake,
             );
         }
     }
@@ -191,19 +210,11 @@ pub(crate) struct IoRegistration {
     poller: Arc<PollerShared>,
 }
 
-impl IoRegistration {
-    /// Registers `fd` in the poller of the worker running this thread,
-    /// made if need be. `Ok(None)` on a thread that is not a worker. With
-    /// `either`, an event of either direction wakes the read waiters (for
-    /// one wait on both).
-    pub(crate) fn register(fd: RawFd, either: bool) -> io::Result<Option<IoRegistration>> {
-        let Some(g) = super::current_group() else {
-            return Ok(None);
-        };
-        let shared = match g.control.io_dispatcher.get() {
-            Some((shared, _)) => shared,
-            None => &g.poller()?.shared,
-        };
+impl Poller {
+    /// Registers `fd` here. With `either`, an event of either direction
+    /// wakes the read waiters (for one wait on both).
+    pub(crate) fn register(&self, fd: RawFd, either: bool) -> io::Result<IoRegistration> {
+        let shared = &self.shared;
         let (key, readiness) = readiness::allocate().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::OutOfMemory,
@@ -222,14 +233,16 @@ impl IoRegistration {
         }
         shared.registered.fetch_add(1, Relaxed);
         crate::loom::lock(&shared.slots).insert(key.token());
-        Ok(Some(IoRegistration {
+        Ok(IoRegistration {
             fd,
             key,
             readiness,
             poller: Arc::clone(shared),
-        }))
+        })
     }
+}
 
+impl IoRegistration {
     /// The fd's readiness sequences and waiters.
     pub(crate) fn readiness(&self) -> &'static IoReadiness {
         self.readiness
@@ -256,50 +269,5 @@ impl Drop for IoRegistration {
         crate::loom::lock(&self.poller.slots).remove(&self.key.token());
         readiness::free(self.key);
         self.poller.registered.fetch_sub(1, Relaxed);
-    }
-}
-
-impl TaskGroup {
-    /// This worker's poller, made on first use.
-    pub(crate) fn poller(&self) -> io::Result<&Poller> {
-        if let Some(p) = self.poller_cell().get() {
-            return Ok(p);
-        }
-        let (poller, waker) = Poller::new()?;
-        self.control.idle.set_waker(self.index, Box::new(waker));
-        let _ = self.remote().io_sources.set(Arc::clone(&poller.shared));
-        Ok(self.poller_cell().get_or_init(|| poller))
-    }
-}
-
-/// With `Builder::io_dispatcher`: starts the thread that polls every fd
-/// of the runtime `control` (bthread's `EventDispatcher`), delivering
-/// events from there: each woken task goes through its home worker's
-/// remote queue, and a parked worker needs a wake-up. Returns once its
-/// poller is in place.
-pub(crate) fn start_io_dispatcher(
-    control: &Arc<super::TaskControl>,
-) -> io::Result<std::thread::JoinHandle<()>> {
-    let (poller, waker) = Poller::new()?;
-    let _ = control
-        .io_dispatcher
-        .set((Arc::clone(&poller.shared), waker));
-    let control = Arc::clone(control);
-    std::thread::Builder::new()
-        .name(format!("{}-io", control.config.thread_name))
-        .spawn(move || {
-            while !control.stopping.load(Relaxed) {
-                poller.poll(Some(None));
-            }
-            poller.close();
-        })
-}
-
-impl super::TaskControl {
-    /// Wakes the dispatcher thread, if any, to see the runtime stop.
-    pub(crate) fn stop_io_dispatcher(&self) {
-        if let Some((_, waker)) = self.io_dispatcher.get() {
-            PollWaker::wake(waker);
-        }
     }
 }
