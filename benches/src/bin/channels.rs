@@ -124,8 +124,19 @@ fn main() {
         ),
         Outcome::Unsupported => (n, "-".into(), "-", "-"),
     };
+    // spindle's parks and wake-ups per operation (round trip or message):
+    // a cross-worker hand-off that finds its worker parked pays a futex
+    // wake, which is most of its cost.
+    let idle = match spindle_arm::IDLE.get() {
+        Some(&(parks, wakeups)) if n > 0 => format!(
+            " parks_per_op={:.4} wakeups_per_op={:.4}",
+            parks as f64 / n as f64,
+            wakeups as f64 / n as f64
+        ),
+        _ => String::new(),
+    };
     println!(
-        "case={} system={} n={n} value={value} unit={unit} split={split}",
+        "case={} system={} n={n} value={value} unit={unit} split={split}{idle}",
         args[2], args[1]
     );
 }
@@ -330,17 +341,23 @@ mod spindle_arm {
             .expect("spindle spawn")
     }
 
+    /// The runtime's parks and wake-ups during the case.
+    pub(crate) static IDLE: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+
     pub(crate) fn run(from: From, case: Case, n: u64, budget: Duration) -> Outcome {
         let rt = spindle::Runtime::builder()
             .workers(2)
             .build()
             .expect("spindle runtime");
+        let before = rt.stats();
         let out = if from == From::Thread {
             run_case(&rt, from, case, n, budget)
         } else {
             // Placed spawns name a worker of the spawning task's runtime.
             rt.block_on(|| run_case(&rt, from, case, n, budget))
         };
+        let after = rt.stats();
+        let _ = IDLE.set((after.parks - before.parks, after.wakeups - before.wakeups));
         rt.shutdown();
         out
     }
