@@ -4,17 +4,17 @@
 //! they are needed. Two counters describe the idle workers: `searching`
 //! (awake, looking for work: they will find new work on their own) and
 //! `parked` (on a lot, or about to be). Each worker also has a park state:
-//! `AWAKE`, `PARKED`, or `NOTIFIED` (parked, and picked by a producer to go
+//! `Awake`, `Parked`, or `Notified` (parked, and picked by a producer to go
 //! and search). Work comes in two kinds:
 //!
 //! - *Stealable* work (a new task): after pushing it, a producer calls
 //!   [`Idle::notify_work`], which wakes a worker only if none is searching and
-//!   some is parked. It picks one `PARKED` worker, moves it to `NOTIFIED`,
+//!   some is parked. It picks one `Parked` worker, moves it to `Notified`,
 //!   counts it as searching *on its behalf*, then signals it on its lot. So the
 //!   spawns that follow while the woken worker is still on its way (tens of
 //!   µs on a VM) see a searcher and make no syscall: one wake-up per burst,
 //!   not one per spawn (tokio's "notified worker is searching" rule). The
-//!   worker, leaving its park, finds `NOTIFIED` and takes over that count.
+//!   worker, leaving its park, finds `Notified` and takes over that count.
 //! - *Pinned* work (a started task woken by another thread; it may only run
 //!   on its home worker, see `docs/safety.md`): after pushing it on the home
 //!   worker's remote queue, [`Idle::notify_worker`] wakes that worker only if
@@ -28,7 +28,7 @@
 //! lot on its way to park returns at once and looks for work again.
 //!
 //! Both are store-buffering handshakes with a parking worker ([`Idle::park`]):
-//! it reads its lot's state, publishes `PARKED` and `parked`, then looks for
+//! it reads its lot's state, publishes `Parked` and `parked`, then looks for
 //! work one last time; a producer publishes the work, then reads the flags.
 //! Each side has a `SeqCst` fence between its write and its read, so either
 //! the last look finds the work, or the producer sees the worker and signals
@@ -67,10 +67,68 @@ const MAX_SIGNAL: usize = 2;
 /// this many tasks it runs, as tokio's workers do every 61.
 const POLL_EVERY: u32 = 61;
 
-// A worker's park state.
-const AWAKE: u8 = 0;
-const PARKED: u8 = 1;
-const NOTIFIED: u8 = 2;
+/// A worker's park state (one `AtomicU8` per worker, see [`ParkStates`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum ParkState {
+    /// Running, or looking for work.
+    Awake = 0,
+    /// On its lot or in its poller, or about to be.
+    Parked = 1,
+    /// Parked, and picked by a producer to go and search: counted as a
+    /// searcher on its behalf.
+    Notified = 2,
+}
+
+impl ParkState {
+    fn from_word(w: u8) -> Self {
+        match w {
+            0 => ParkState::Awake,
+            1 => ParkState::Parked,
+            2 => ParkState::Notified,
+            _ => unreachable!("a park state is 0, 1 or 2, not {w}"),
+        }
+    }
+}
+
+/// Every worker's [`ParkState`], each one atomic byte.
+#[derive(Debug)]
+struct ParkStates(Box<[AtomicU8]>);
+
+impl ParkStates {
+    fn new(workers: usize) -> Self {
+        ParkStates(
+            (0..workers)
+                .map(|_| AtomicU8::new(ParkState::Awake as u8))
+                .collect(),
+        )
+    }
+
+    fn load(&self, w: usize) -> ParkState {
+        ParkState::from_word(self.0[w].load(Relaxed))
+    }
+
+    fn store(&self, w: usize, s: ParkState) {
+        self.0[w].store(s as u8, Relaxed);
+    }
+
+    /// Moves `w` from `Parked` to `Notified`; whether this call did.
+    fn notify(&self, w: usize) -> bool {
+        self.0[w]
+            .compare_exchange(
+                ParkState::Parked as u8,
+                ParkState::Notified as u8,
+                SeqCst,
+                Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// Sets `w` `Awake` (SeqCst) and returns its state before.
+    fn wake(&self, w: usize) -> ParkState {
+        ParkState::from_word(self.0[w].swap(ParkState::Awake as u8, SeqCst))
+    }
+}
 
 /// A worker as the idle protocol sees it: where its work comes from, and
 /// how it runs what it found. See [`Idle::work`].
@@ -118,8 +176,8 @@ pub(crate) enum Look<T> {
 #[derive(Debug)]
 pub(crate) struct Idle {
     pub(crate) lots: [ParkingLot; LOTS],
-    /// Per worker: `AWAKE`, `PARKED` or `NOTIFIED`.
-    states: Box<[AtomicU8]>,
+    /// Per worker: `Awake`, `Parked` or `Notified`.
+    states: ParkStates,
     /// Workers registered so far (`states[..workers]` are in use).
     workers: AtomicUsize,
     /// Workers looking for work, counting notified ones still on their way.
@@ -138,7 +196,7 @@ impl Idle {
     pub(crate) fn new(max_workers: usize) -> Self {
         Idle {
             lots: Default::default(),
-            states: (0..max_workers).map(|_| AtomicU8::new(AWAKE)).collect(),
+            states: ParkStates::new(max_workers),
             workers: AtomicUsize::new(0),
             searching: AtomicIsize::new(0),
             parked: AtomicUsize::new(0),
@@ -227,12 +285,7 @@ impl Idle {
                 break;
             }
             let w = (from + i) % workers;
-            let state = &self.states[w];
-            if state.load(Relaxed) == PARKED
-                && state
-                    .compare_exchange(PARKED, NOTIFIED, SeqCst, Relaxed)
-                    .is_ok()
-            {
+            if self.states.load(w) == ParkState::Parked && self.states.notify(w) {
                 self.searching.fetch_add(1, SeqCst);
                 self.signal_worker(w);
                 picked += 1;
@@ -255,17 +308,26 @@ impl Idle {
         }
     }
 
-    /// Called after pushing a new task into worker `w`'s inbox: wakes `w`
-    /// if it is not awake; else, if it is `busy` running a task, makes sure
-    /// a worker is searching, which will take the task if that run holds
-    /// `w` long (`TaskGroup::steal`'s patience).
+    /// Called after pushing a new task into worker `w`'s inbox. A parked
+    /// `w` is picked as [`signal_task`](Self::signal_task) picks a worker
+    /// (`Notified`, counted as searching on its behalf), so the spawns that
+    /// follow while it wakes up make no syscall; a `w` already notified is
+    /// on its way. An awake `w` finds the task itself, unless it is `busy`
+    /// running a task: then a searcher is made sure of, which takes the
+    /// task if that run holds `w` long (`TaskGroup::steal`'s patience).
     #[inline]
     pub(crate) fn notify_inbox(&self, w: usize, busy: bool) {
         fence(SeqCst);
-        if self.states[w].load(Relaxed) != AWAKE {
-            self.signal_worker(w);
-        } else if busy {
-            self.notify_work(w);
+        match self.states.load(w) {
+            ParkState::Parked => {
+                if self.states.notify(w) {
+                    self.searching.fetch_add(1, SeqCst);
+                    self.signal_worker(w);
+                }
+            }
+            ParkState::Notified => {}
+            ParkState::Awake if busy => self.notify_work(w),
+            ParkState::Awake => {}
         }
     }
 
@@ -273,7 +335,7 @@ impl Idle {
     #[inline]
     pub(crate) fn notify_worker(&self, w: usize) {
         fence(SeqCst);
-        if self.states[w].load(Relaxed) != AWAKE {
+        if self.states.load(w) != ParkState::Awake {
             self.signal_worker(w);
         }
     }
@@ -359,7 +421,7 @@ impl Idle {
         let lot = &self.lots[Self::lot_of(me)];
         // The state is read BEFORE the last look (see ParkingLot's docs).
         let lot_state = lot.state();
-        self.states[me].store(PARKED, Relaxed);
+        self.states.store(me, ParkState::Parked);
         self.parked.fetch_add(1, SeqCst);
         let mut last = false;
         if *searching {
@@ -382,7 +444,7 @@ impl Idle {
                 lot.wait_until_masked(lot_state, until, Self::mask_of(me));
             }
         }
-        if self.states[me].swap(AWAKE, SeqCst) == NOTIFIED {
+        if self.states.wake(me) == ParkState::Notified {
             // A producer counted us as searching: take the count over.
             *searching = true;
         }
