@@ -20,7 +20,7 @@ use crate::sched::{
     DEFAULT_STALL_THRESHOLD, MAX_WORKERS,
 };
 use crate::stack;
-use crate::task::{self, JoinHandle};
+use crate::task::{self, JoinHandle, RunOrder};
 use crate::wait::{self, deadline};
 use crossbeam_deque::Worker;
 use std::io;
@@ -303,7 +303,7 @@ impl Runtime {
         T: Send + 'static,
     {
         task::Builder::new()
-            .spawn_on(&self.control, f, false)
+            .spawn_on(&self.control, f, RunOrder::Queued)
             .unwrap_or_else(|e| panic!("Runtime::spawn failed: {e}"))
     }
 
@@ -353,7 +353,7 @@ impl Runtime {
         // scopes too.
         let t = unsafe { task::prepare_unchecked(&self.control, None, None, body) }
             .unwrap_or_else(|e| panic!("Runtime::block_on failed to spawn: {e}"));
-        task::start(&self.control, t, false);
+        task::start(&self.control, t, RunOrder::Queued);
         let handle: JoinHandle<()> = JoinHandle::new(t);
         deadline::without_scope(|| {
             while t.end_state() == RUNNING {

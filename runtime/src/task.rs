@@ -23,7 +23,7 @@ use crate::meta::{
 };
 use crate::sched::{self, GroupStats, TaskControl};
 use crate::stack::{self, TaskStack};
-use crate::wait;
+use crate::wait::{self, Signal};
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
@@ -71,14 +71,14 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.spawn_on(spawn_target().0, f, false)
+        self.spawn_on(spawn_target().0, f, RunOrder::Queued)
     }
 
     pub(crate) fn spawn_on<F, T>(
         self,
         control: &TaskControl,
         f: F,
-        urgent: bool,
+        order: RunOrder,
     ) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -100,7 +100,7 @@ impl Builder {
         // it unwinds; made after `start`, it would never exist, and the
         // child's slot would wait for it for good.
         let handle = JoinHandle::new(t);
-        start(control, t, urgent);
+        start(control, t, order);
         Ok(handle)
     }
 }
@@ -187,7 +187,7 @@ where
     // uses none of it once the token has dropped.
     let t = unsafe { prepare_unchecked(control, builder.stack_size, builder.name, task_body)? };
     let handle = JoinHandle::new(t);
-    start(control, t, false);
+    start(control, t, RunOrder::Queued);
     Ok(handle)
 }
 
@@ -304,13 +304,26 @@ fn no_stack(table: &meta::TaskTable, t: TaskRef, e: io::Error) -> io::Error {
     e
 }
 
-/// Queues a prepared task (or, `urgent`, runs it at once on this worker).
-pub(crate) fn start(control: &TaskControl, t: TaskRef, urgent: bool) {
+/// When a started task runs, relative to the task that starts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RunOrder {
+    /// Queued: in its worker's LIFO slot (from a worker of its runtime), or
+    /// on the runtime's injector.
+    Queued,
+    /// Run at once on this worker, the starting task queued behind it
+    /// (`spawn_urgent`); `Queued` for a starter that cannot suspend (a plain
+    /// thread, a task of another runtime, a task that unwinds).
+    Urgent,
+}
+
+/// Queues a prepared task (or, `RunOrder::Urgent`, runs it at once on this
+/// worker).
+pub(crate) fn start(control: &TaskControl, t: TaskRef, order: RunOrder) {
     match sched::worker_of(control) {
-        Some(g) => match (urgent, sched::suspendable_task()) {
+        Some(g) => match (order, sched::suspendable_task()) {
             // SAFETY: `me` is the running task, and `t` was just prepared
             // and is in no queue.
-            (true, Some(me)) => unsafe { sched::suspend(me, Suspend::Urgent(t)) },
+            (RunOrder::Urgent, Some(me)) => unsafe { sched::suspend(me, Suspend::Urgent(t)) },
             _ => g.push_fresh(t),
         },
         None => {
@@ -358,7 +371,7 @@ impl<T> JoinHandle<T> {
     /// # Errors
     /// `NoSuchTask` once the task has ended.
     pub fn interrupt(&self) -> Result<(), NoSuchTask> {
-        wait::signal(self.id, false)
+        wait::signal(self.id, Signal::Interrupt)
     }
 
     /// Stops the task: [`stop`](crate::stop) by handle.
@@ -366,7 +379,7 @@ impl<T> JoinHandle<T> {
     /// # Errors
     /// `NoSuchTask` once the task has ended.
     pub fn stop(&self) -> Result<(), NoSuchTask> {
-        wait::signal(self.id, true)
+        wait::signal(self.id, Signal::Stop)
     }
 
     /// Whether the task has ended: its result is ready, it panicked, or it
@@ -465,8 +478,13 @@ where
     T: Send + 'static,
 {
     let (control, on_a_worker) = spawn_target();
+    let order = if on_a_worker {
+        RunOrder::Urgent
+    } else {
+        RunOrder::Queued
+    };
     Builder::new()
-        .spawn_on(control, f, on_a_worker)
+        .spawn_on(control, f, order)
         .unwrap_or_else(|e| panic!("spindle::spawn_urgent failed: {e}"))
 }
 

@@ -17,4 +17,4 @@ pub(crate) mod deadline;
 mod loom_butex;
 
 pub use butex::Butex;
-pub(crate) use butex::{signal, wait};
+pub(crate) use butex::{signal, wait, Signal};
