@@ -14,7 +14,7 @@ use crate::error::{JoinError, SetWorkersError};
 use crate::loom::lock;
 use crate::loom::sync::atomic::Ordering;
 use crate::meta::wait_queue::WaitKind;
-use crate::meta::{TaskRef, RUNNING};
+use crate::meta::{EndState, TaskRef};
 use crate::sched::{
     self, Config, Cpus, GroupRemote, TaskControl, TaskGroup, DEFAULT_IDLE_POLL, DEFAULT_SLEEP_SPIN,
     DEFAULT_STALL_THRESHOLD, MAX_WORKERS,
@@ -356,8 +356,13 @@ impl Runtime {
         task::start(&self.control, t, RunOrder::Queued);
         let handle: JoinHandle<()> = JoinHandle::new(t);
         deadline::without_scope(|| {
-            while t.end_state() == RUNNING {
-                let _ = wait::wait(t.join_queue(), RUNNING, None, WaitKind::Uncancellable);
+            while t.end_state() == EndState::Running {
+                let _ = wait::wait(
+                    t.join_queue(),
+                    EndState::Running.word(),
+                    None,
+                    WaitKind::Uncancellable,
+                );
             }
         });
         drop(handle);

@@ -17,10 +17,7 @@ use crate::meta::locals::LocalValues;
 use crate::meta::seam::Suspend;
 use crate::meta::slots::PendingBody;
 use crate::meta::wait_queue::WaitKind;
-use crate::meta::{
-    self, TaskId, TaskRef, CANCELLED, FINISHED, RESULT_DETACHED, RESULT_OPEN, RESULT_STORED,
-    RUNNING,
-};
+use crate::meta::{self, EndState, ResultState, TaskId, TaskRef};
 use crate::sched::{self, GroupStats, TaskControl};
 use crate::stack::{self, TaskStack};
 use crate::wait::{self, Signal};
@@ -116,7 +113,7 @@ fn cancelled_at_once<F, T>(f: F) -> io::Result<JoinHandle<T>> {
         .alloc(None)
         .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "the task table is full"))?;
     meta::drop_cancelled(t, f);
-    t.publish_end(CANCELLED, sched::make_ready);
+    t.publish_end(EndState::Cancelled, sched::make_ready);
     // The task's own reference: it never runs. The handle keeps the other.
     table.release(t, None);
     Ok(JoinHandle::new(t))
@@ -147,11 +144,13 @@ fn finish_body<T>(t: TaskRef, result: std::thread::Result<T>) {
         }
     }
     // SAFETY: the running task owns its result slot until it publishes
-    // STORED below (or, detached, for good); the joiner reads it only after
-    // its worker publishes FINISHED, which comes after.
+    // `Stored` below (or, detached, for good); the joiner reads it only
+    // after its worker publishes `EndState::Finished`, which comes after.
     unsafe { t.result_mut().put::<std::thread::Result<T>>(result) };
-    // Release: a handle that finds STORED finds the result.
-    if t.swap_result_state(RESULT_OPEN, RESULT_STORED).is_err() {
+    // Release: a handle that finds `Stored` finds the result.
+    if t.swap_result_state(ResultState::Open, ResultState::Stored)
+        .is_err()
+    {
         // Detached: nobody will read it. Drop it here, as this task.
         // SAFETY: stored just above, and no handle reads a detached result.
         let result = unsafe { t.result_mut().take::<std::thread::Result<T>>() };
@@ -223,7 +222,7 @@ where
 ///
 /// # Safety
 /// Everything `body` borrows must stay valid until the task has finished
-/// (its join queue says FINISHED or CANCELLED).
+/// (its join queue says `EndState::Finished` or `Cancelled`).
 pub(crate) unsafe fn prepare_unchecked<B>(
     control: &TaskControl,
     stack_size: Option<usize>,
@@ -385,7 +384,7 @@ impl<T> JoinHandle<T> {
     /// Whether the task has ended: its result is ready, it panicked, or it
     /// was cancelled when its runtime stopped.
     pub fn is_finished(&self) -> bool {
-        self.task.end_state() != RUNNING
+        self.task.end_state() != EndState::Running
     }
 
     /// Waits for the task and returns its value. Suspends the current task,
@@ -399,16 +398,16 @@ impl<T> JoinHandle<T> {
         let mut first_wait = true;
         loop {
             match self.task.end_state() {
-                RUNNING => {}
-                FINISHED => {
-                    // SAFETY: FINISHED was published after the task stored a
+                EndState::Running => {}
+                EndState::Finished => {
+                    // SAFETY: `Finished` was published after the task stored a
                     // `thread::Result<T>`; we own the handle, so we are the
                     // only reader.
                     let r = unsafe { self.task.result_mut().take::<std::thread::Result<T>>() };
                     self.task.result_taken();
                     return r.map_err(|p| JoinError::Panicked(crate::error::PanicPayload::new(p)));
                 }
-                _ => return Err(JoinError::Cancelled),
+                EndState::Cancelled => return Err(JoinError::Cancelled),
             }
             // Asked once: who joins does not change between wake-ups.
             if std::mem::take(&mut first_wait) && sched::current_task() == Some(self.task) {
@@ -416,7 +415,7 @@ impl<T> JoinHandle<T> {
             }
             if let Err(crate::WaitError::DeadlineExceeded) = wait::wait(
                 self.task.join_queue(),
-                RUNNING,
+                EndState::Running.word(),
                 None,
                 WaitKind::Uninterruptible,
             ) {
@@ -431,13 +430,16 @@ impl<T> Drop for JoinHandle<T> {
         // Detach. If the task has stored its result, nobody will read it:
         // drop it here, on the handle owner's thread (after the release, so
         // that a `Drop` that panics leaks nothing); else the task drops it
-        // itself (see `RESULT_OPEN`).
-        let unread = match self.task.swap_result_state(RESULT_OPEN, RESULT_DETACHED) {
-            Err(RESULT_STORED) => {
-                // SAFETY: STORED was published after the task wrote a
+        // itself (see `ResultState`).
+        let unread = match self
+            .task
+            .swap_result_state(ResultState::Open, ResultState::Detached)
+        {
+            Err(ResultState::Stored) => {
+                // SAFETY: `Stored` was published after the task wrote a
                 // `thread::Result<T>`, which it no longer touches; this
                 // handle is its only reader, and `join` (which would have
-                // taken it) marks TAKEN.
+                // taken it) marks it `Taken`.
                 let r = unsafe { self.task.result_mut().take::<std::thread::Result<T>>() };
                 Some(r)
             }

@@ -52,7 +52,7 @@ use crate::loom::sync::atomic::{AtomicU32, Ordering};
 use crate::loom::thread as os_thread;
 use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
 use crate::meta::wait_queue::{claim, Outcome, WaitKind, WaitNode, WaitQueue, Waiter, Wake};
-use crate::meta::{table, InterruptState, TaskId, TaskRef, TaskTable, RUNNING};
+use crate::meta::{table, EndState, InterruptState, TaskId, TaskRef, TaskTable};
 use crate::sched::{self, make_ready, TaskGroup};
 use spindle_timer::{TimerThread, Unschedule};
 use std::fmt;
@@ -574,7 +574,7 @@ pub(crate) fn signal(id: TaskId, how: Signal) -> Result<(), NoSuchTask> {
         let mut st = t.lock_interrupts();
         // Re-check under the lock: the slot is freed (and its version
         // bumped) under this same lock.
-        if !TaskTable::is_current(&t, id) || t.end_state() != RUNNING {
+        if !TaskTable::is_current(&t, id) || t.end_state() != EndState::Running {
             return Err(NoSuchTask);
         }
         if how == Signal::Stop {
