@@ -310,8 +310,9 @@ pub(crate) enum RunOrder {
     /// on the runtime's injector.
     Queued,
     /// Run at once on this worker, the starting task queued behind it
-    /// (`spawn_urgent`); `Queued` for a starter that cannot suspend (a plain
-    /// thread, a task of another runtime, a task that unwinds).
+    /// (`spawn_urgent`); treated as `Queued` unless the starter is a task
+    /// of this runtime that may suspend (not a plain thread, a task of
+    /// another runtime, or a task that unwinds).
     Urgent,
 }
 

@@ -108,6 +108,12 @@ pub(crate) enum ResultState {
 }
 
 impl ResultState {
+    /// The state as `TaskMeta::result_state` holds it.
+    #[inline]
+    pub(crate) const fn word(self) -> u8 {
+        self as u8
+    }
+
     /// The state stored as `word`; panics on a word no state has.
     #[inline]
     fn from_word(word: u8) -> Self {
@@ -251,7 +257,7 @@ impl TaskMeta {
             name: UnsafeCell::new(None),
             locals: UnsafeCell::new(locals::LocalValues::new()),
             result: UnsafeCell::new(ResultSlot::empty()),
-            result_state: AtomicU8::new(ResultState::Open as u8),
+            result_state: AtomicU8::new(ResultState::Open.word()),
             join: WaitQueue::new(EndState::Running.word()),
             sleep: WaitQueue::new(0),
             wait_node: UnsafeCell::new(MaybeUninit::uninit()),
@@ -281,7 +287,7 @@ impl TaskMeta {
         // below.
         unsafe {
             // The task or its handle's owner has dropped the result
-            // (`ResultState`); the clear is only a backstop.
+            // (see `ResultState`); the clear is only a backstop.
             self.result.with_mut(|r| {
                 debug_assert!(!(*r).is_some(), "a result outlived its task and handle");
                 (*r).clear();
@@ -517,8 +523,8 @@ impl TaskMeta {
     ) -> Result<ResultState, ResultState> {
         self.result_state
             .compare_exchange(
-                current as u8,
-                new as u8,
+                current.word(),
+                new.word(),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             )
@@ -530,7 +536,7 @@ impl TaskMeta {
     /// state after `ResultState::Stored`).
     pub(crate) fn result_taken(&self) {
         self.result_state
-            .store(ResultState::Taken as u8, Ordering::Relaxed);
+            .store(ResultState::Taken.word(), Ordering::Relaxed);
     }
 
     // ------------------------------------------------------------ the queues

@@ -199,7 +199,7 @@ impl TaskTable {
         }
         t.stopped.store(false, Ordering::Relaxed);
         t.result_state
-            .store(ResultState::Open as u8, Ordering::Relaxed);
+            .store(ResultState::Open.word(), Ordering::Relaxed);
         t.join
             .value()
             .store(EndState::Running.word(), Ordering::Relaxed);

@@ -50,6 +50,12 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// The outcome as `WaitNode::outcome` holds it.
+    #[inline]
+    const fn word(self) -> u32 {
+        self as u32
+    }
+
     /// The outcome stored as `word`; panics on a word no outcome has.
     #[inline]
     fn from_word(word: u32) -> Self {
@@ -163,7 +169,7 @@ impl WaitNode {
             waiter,
             kind,
             deadline,
-            outcome: AtomicU32::new(Outcome::Waiting as u32),
+            outcome: AtomicU32::new(Outcome::Waiting.word()),
             timer: UnsafeCell::new(None),
             timer_done: AtomicBool::new(false),
             #[cfg(loom)]
@@ -200,7 +206,7 @@ impl WaitNode {
     /// Sets the outcome of a wait that no party can claim: refused before
     /// it was linked, or being reused for a next wait (models).
     pub(crate) fn set_outcome(&self, outcome: Outcome, order: Ordering) {
-        self.outcome.store(outcome as u32, order)
+        self.outcome.store(outcome.word(), order)
     }
 
     /// The armed deadline timer.
@@ -355,7 +361,7 @@ pub(crate) unsafe fn claim(list: &mut WaitList, node: &WaitNode, outcome: Outcom
         Waiter::Task(t) => Wake::Task(*t),
         Waiter::Thread(th) => Wake::Thread(th.clone()),
     });
-    node.outcome.store(outcome as u32, Ordering::Release);
+    node.outcome.store(outcome.word(), Ordering::Release);
     Some(wake)
 }
 
