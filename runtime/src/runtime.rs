@@ -14,13 +14,13 @@ use crate::error::{JoinError, SetWorkersError};
 use crate::loom::lock;
 use crate::loom::sync::atomic::Ordering;
 use crate::meta::wait_queue::WaitKind;
-use crate::meta::{TaskRef, RUNNING};
+use crate::meta::{EndState, TaskRef};
 use crate::sched::{
     self, Config, Cpus, GroupRemote, TaskControl, TaskGroup, DEFAULT_IDLE_POLL, DEFAULT_SLEEP_SPIN,
     DEFAULT_STALL_THRESHOLD, MAX_WORKERS,
 };
 use crate::stack;
-use crate::task::{self, JoinHandle};
+use crate::task::{self, JoinHandle, RunOrder};
 use crate::wait::{self, deadline};
 use crossbeam_deque::Worker;
 use std::io;
@@ -286,7 +286,7 @@ impl Runtime {
         T: Send + 'static,
     {
         task::Builder::new()
-            .spawn_on(&self.control, f, false)
+            .spawn_on(&self.control, f, RunOrder::Queued)
             .unwrap_or_else(|e| panic!("Runtime::spawn failed: {e}"))
     }
 
@@ -336,11 +336,16 @@ impl Runtime {
         // scopes too.
         let t = unsafe { task::prepare_unchecked(&self.control, None, None, body) }
             .unwrap_or_else(|e| panic!("Runtime::block_on failed to spawn: {e}"));
-        task::start(&self.control, t, false);
+        task::start(&self.control, t, RunOrder::Queued);
         let handle: JoinHandle<()> = JoinHandle::new(t);
         deadline::without_scope(|| {
-            while t.end_state() == RUNNING {
-                let _ = wait::wait(t.join_queue(), RUNNING, None, WaitKind::Uncancellable);
+            while t.end_state() == EndState::Running {
+                let _ = wait::wait(
+                    t.join_queue(),
+                    EndState::Running.word(),
+                    None,
+                    WaitKind::Uncancellable,
+                );
             }
         });
         drop(handle);

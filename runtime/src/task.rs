@@ -18,13 +18,10 @@ use crate::meta::locals::LocalValues;
 use crate::meta::seam::Suspend;
 use crate::meta::slots::PendingBody;
 use crate::meta::wait_queue::WaitKind;
-use crate::meta::{
-    self, TaskId, TaskRef, CANCELLED, FINISHED, RESULT_DETACHED, RESULT_OPEN, RESULT_STORED,
-    RUNNING,
-};
+use crate::meta::{self, EndState, ResultState, TaskId, TaskRef};
 use crate::sched::{self, GroupStats, TaskControl};
 use crate::stack::{self, TaskStack};
-use crate::wait;
+use crate::wait::{self, Signal};
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
@@ -84,14 +81,14 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.spawn_on(spawn_target().0, f, false)
+        self.spawn_on(spawn_target().0, f, RunOrder::Queued)
     }
 
     pub(crate) fn spawn_on<F, T>(
         self,
         control: &TaskControl,
         f: F,
-        urgent: bool,
+        order: RunOrder,
     ) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + Send + 'static,
@@ -124,7 +121,7 @@ impl Builder {
         let handle = JoinHandle::new(t);
         match worker {
             Some(w) => control.push_placed(t, w),
-            None => start(control, t, urgent),
+            None => start(control, t, order),
         }
         Ok(handle)
     }
@@ -141,7 +138,7 @@ fn cancelled_at_once<F, T>(f: F) -> io::Result<JoinHandle<T>> {
         .alloc(None)
         .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "the task table is full"))?;
     meta::drop_cancelled(t, f);
-    t.publish_end(CANCELLED, sched::make_ready);
+    t.publish_end(EndState::Cancelled, sched::make_ready);
     // The task's own reference: it never runs. The handle keeps the other.
     table.release(t, None);
     Ok(JoinHandle::new(t))
@@ -172,11 +169,13 @@ fn finish_body<T>(t: TaskRef, result: std::thread::Result<T>) {
         }
     }
     // SAFETY: the running task owns its result slot until it publishes
-    // STORED below (or, detached, for good); the joiner reads it only after
-    // its worker publishes FINISHED, which comes after.
+    // `Stored` below (or, detached, for good); the joiner reads it only
+    // after its worker publishes `EndState::Finished`, which comes after.
     unsafe { t.result_mut().put::<std::thread::Result<T>>(result) };
-    // Release: a handle that finds STORED finds the result.
-    if t.swap_result_state(RESULT_OPEN, RESULT_STORED).is_err() {
+    // Release: a handle that finds `Stored` finds the result.
+    if t.swap_result_state(ResultState::Open, ResultState::Stored)
+        .is_err()
+    {
         // Detached: nobody will read it. Drop it here, as this task.
         // SAFETY: stored just above, and no handle reads a detached result.
         let result = unsafe { t.result_mut().take::<std::thread::Result<T>>() };
@@ -212,7 +211,7 @@ where
     // uses none of it once the token has dropped.
     let t = unsafe { prepare_unchecked(control, builder.stack_size, builder.name, task_body)? };
     let handle = JoinHandle::new(t);
-    start(control, t, false);
+    start(control, t, RunOrder::Queued);
     Ok(handle)
 }
 
@@ -248,7 +247,7 @@ where
 ///
 /// # Safety
 /// Everything `body` borrows must stay valid until the task has finished
-/// (its join queue says FINISHED or CANCELLED).
+/// (its join queue says `EndState::Finished` or `Cancelled`).
 pub(crate) unsafe fn prepare_unchecked<B>(
     control: &TaskControl,
     stack_size: Option<usize>,
@@ -329,13 +328,27 @@ fn no_stack(table: &meta::TaskTable, t: TaskRef, e: io::Error) -> io::Error {
     e
 }
 
-/// Queues a prepared task (or, `urgent`, runs it at once on this worker).
-pub(crate) fn start(control: &TaskControl, t: TaskRef, urgent: bool) {
+/// When a started task runs, relative to the task that starts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RunOrder {
+    /// Queued: in its worker's LIFO slot (from a worker of its runtime), or
+    /// in the inbox of the worker a plain thread spawns onto.
+    Queued,
+    /// Run at once on this worker, the starting task queued behind it
+    /// (`spawn_urgent`); treated as `Queued` unless the starter is a task
+    /// of this runtime that may suspend (not a plain thread, a task of
+    /// another runtime, or a task that unwinds).
+    Urgent,
+}
+
+/// Queues a prepared task (or, `RunOrder::Urgent`, runs it at once on this
+/// worker).
+pub(crate) fn start(control: &TaskControl, t: TaskRef, order: RunOrder) {
     match sched::worker_of(control) {
-        Some(g) => match (urgent, sched::suspendable_task()) {
+        Some(g) => match (order, sched::suspendable_task()) {
             // SAFETY: `me` is the running task, and `t` was just prepared
             // and is in no queue.
-            (true, Some(me)) => unsafe { sched::suspend(me, Suspend::Urgent(t)) },
+            (RunOrder::Urgent, Some(me)) => unsafe { sched::suspend(me, Suspend::Urgent(t)) },
             _ => g.push_fresh(t),
         },
         None => control.push_outside(t),
@@ -379,7 +392,7 @@ impl<T> JoinHandle<T> {
     /// # Errors
     /// `NoSuchTask` once the task has ended.
     pub fn interrupt(&self) -> Result<(), NoSuchTask> {
-        wait::signal(self.id, false)
+        wait::signal(self.id, Signal::Interrupt)
     }
 
     /// Stops the task: [`stop`](crate::stop) by handle.
@@ -387,13 +400,13 @@ impl<T> JoinHandle<T> {
     /// # Errors
     /// `NoSuchTask` once the task has ended.
     pub fn stop(&self) -> Result<(), NoSuchTask> {
-        wait::signal(self.id, true)
+        wait::signal(self.id, Signal::Stop)
     }
 
     /// Whether the task has ended: its result is ready, it panicked, or it
     /// was cancelled when its runtime stopped.
     pub fn is_finished(&self) -> bool {
-        self.task.end_state() != RUNNING
+        self.task.end_state() != EndState::Running
     }
 
     /// Waits for the task and returns its value. Suspends the current task,
@@ -407,16 +420,16 @@ impl<T> JoinHandle<T> {
         let mut first_wait = true;
         loop {
             match self.task.end_state() {
-                RUNNING => {}
-                FINISHED => {
-                    // SAFETY: FINISHED was published after the task stored a
+                EndState::Running => {}
+                EndState::Finished => {
+                    // SAFETY: `Finished` was published after the task stored a
                     // `thread::Result<T>`; we own the handle, so we are the
                     // only reader.
                     let r = unsafe { self.task.result_mut().take::<std::thread::Result<T>>() };
                     self.task.result_taken();
                     return r.map_err(|p| JoinError::Panicked(crate::error::PanicPayload::new(p)));
                 }
-                _ => return Err(JoinError::Cancelled),
+                EndState::Cancelled => return Err(JoinError::Cancelled),
             }
             // Asked once: who joins does not change between wake-ups.
             if std::mem::take(&mut first_wait) && sched::current_task() == Some(self.task) {
@@ -424,7 +437,7 @@ impl<T> JoinHandle<T> {
             }
             if let Err(crate::WaitError::DeadlineExceeded) = wait::wait(
                 self.task.join_queue(),
-                RUNNING,
+                EndState::Running.word(),
                 None,
                 WaitKind::Uninterruptible,
             ) {
@@ -439,13 +452,16 @@ impl<T> Drop for JoinHandle<T> {
         // Detach. If the task has stored its result, nobody will read it:
         // drop it here, on the handle owner's thread (after the release, so
         // that a `Drop` that panics leaks nothing); else the task drops it
-        // itself (see `RESULT_OPEN`).
-        let unread = match self.task.swap_result_state(RESULT_OPEN, RESULT_DETACHED) {
-            Err(RESULT_STORED) => {
-                // SAFETY: STORED was published after the task wrote a
+        // itself (see `ResultState`).
+        let unread = match self
+            .task
+            .swap_result_state(ResultState::Open, ResultState::Detached)
+        {
+            Err(ResultState::Stored) => {
+                // SAFETY: `Stored` was published after the task wrote a
                 // `thread::Result<T>`, which it no longer touches; this
                 // handle is its only reader, and `join` (which would have
-                // taken it) marks TAKEN.
+                // taken it) marks it `Taken`.
                 let r = unsafe { self.task.result_mut().take::<std::thread::Result<T>>() };
                 Some(r)
             }
@@ -486,8 +502,13 @@ where
     T: Send + 'static,
 {
     let (control, on_a_worker) = spawn_target();
+    let order = if on_a_worker {
+        RunOrder::Urgent
+    } else {
+        RunOrder::Queued
+    };
     Builder::new()
-        .spawn_on(control, f, on_a_worker)
+        .spawn_on(control, f, order)
         .unwrap_or_else(|e| panic!("spindle::spawn_urgent failed: {e}"))
 }
 

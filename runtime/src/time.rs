@@ -16,7 +16,7 @@ use crate::meta::wait_queue::WaitKind;
 use crate::meta::TaskId;
 use crate::sched;
 use crate::wait::deadline::{effective_deadline, scope_deadline, scoped};
-use crate::wait::{self, signal};
+use crate::wait::{self, signal, Signal};
 use std::time::{Duration, Instant};
 
 /// Runs `f` with a deadline: every blocking call inside it (sleep, butex
@@ -140,7 +140,7 @@ fn sleep_thread(deadline: Option<Instant>) -> Result<(), SleepError> {
 /// one stays pending for the next interruptible wait. A finished or
 /// unknown id is `NoSuchTask`.
 pub fn interrupt(id: TaskId) -> Result<(), NoSuchTask> {
-    signal(id, false)
+    signal(id, Signal::Interrupt)
 }
 
 /// Marks task `id` stopped and interrupts it. From then on its
@@ -149,7 +149,7 @@ pub fn interrupt(id: TaskId) -> Result<(), NoSuchTask> {
 /// of the locks and `Barrier` are not ended: a task blocked in one goes on
 /// waiting there.
 pub fn stop(id: TaskId) -> Result<(), NoSuchTask> {
-    signal(id, true)
+    signal(id, Signal::Stop)
 }
 
 /// Whether the current task has been stopped (false on a plain thread).

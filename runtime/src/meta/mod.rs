@@ -24,7 +24,8 @@
 //!   afterwards (its runtime, stack size, name);
 //! - the interrupt state is under the meta's own lock, and the result slot
 //!   is written once by the finishing task and read once by the joiner,
-//!   ordered by the join queue and `result_state`.
+//!   ordered by the join queue ([`EndState`]) and `result_state`
+//!   ([`ResultState`]).
 
 mod coro;
 pub(crate) mod locals;
@@ -51,29 +52,80 @@ use std::ptr::{self, NonNull};
 use std::time::Instant;
 use wait_queue::{WaitNode, WaitQueue};
 
-// Values of a task's join queue.
-/// The task has not ended.
-pub(crate) const RUNNING: u32 = 0;
-/// The task returned (or panicked): its result is stored.
-pub(crate) const FINISHED: u32 = 1;
-/// The task was cancelled by its runtime's stop.
-pub(crate) const CANCELLED: u32 = 2;
+/// How a task ended: the value of its join queue (one `u32`, as a butex
+/// word: joiners wait while it is `Running`). Moved once, from `Running`,
+/// by [`TaskMeta::publish_end`] (for `Finished`, after the result is
+/// stored).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EndState {
+    /// The task has not ended.
+    Running = 0,
+    /// The task returned (or panicked): its result is stored.
+    Finished = 1,
+    /// The task was cancelled by its runtime's stop (or spawned into a
+    /// stopping runtime): it has no result.
+    Cancelled = 2,
+}
 
-// Who drops a task's result (`TaskMeta::result_state`). The result must be
-// dropped by the task itself or by its handle's owner, never by the worker
-// that frees the slot last: there a `Drop` that panics would kill the
-// worker, and one that waits (a spindle `Mutex`, a join) would block it
-// outside any task. The task ends its body with OPEN -> STORED; a handle
-// dropped unjoined moves OPEN -> DETACHED. Whichever comes second drops the
-// result, in its own context.
-/// Neither the result nor a detach yet.
-pub(crate) const RESULT_OPEN: u8 = 0;
-/// The result is stored for the handle.
-pub(crate) const RESULT_STORED: u8 = 1;
-/// The handle is gone: the task drops its result itself.
-pub(crate) const RESULT_DETACHED: u8 = 2;
-/// `join` took the result.
-pub(crate) const RESULT_TAKEN: u8 = 3;
+impl EndState {
+    /// The state as its join queue holds it (what a joiner waits on).
+    #[inline]
+    pub(crate) const fn word(self) -> u32 {
+        self as u32
+    }
+
+    /// The state stored as `word`; panics on a word no state has.
+    #[inline]
+    fn from_word(word: u32) -> Self {
+        match word {
+            0 => EndState::Running,
+            1 => EndState::Finished,
+            2 => EndState::Cancelled,
+            _ => unreachable!("no task end state is {word}"),
+        }
+    }
+}
+
+/// Who drops a task's result (`TaskMeta::result_state`, one `u8`). The
+/// result must be dropped by the task itself or by its handle's owner, never
+/// by the worker that frees the slot last: there a `Drop` that panics would
+/// kill the worker, and one that waits (a spindle `Mutex`, a join) would
+/// block it outside any task. The task ends its body with `Open -> Stored`;
+/// a handle dropped unjoined moves `Open -> Detached`. Whichever comes
+/// second drops the result, in its own context.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ResultState {
+    /// Neither the result nor a detach yet.
+    Open = 0,
+    /// The result is stored for the handle.
+    Stored = 1,
+    /// The handle is gone: the task drops its result itself.
+    Detached = 2,
+    /// `join` took the result.
+    Taken = 3,
+}
+
+impl ResultState {
+    /// The state as `TaskMeta::result_state` holds it.
+    #[inline]
+    pub(crate) const fn word(self) -> u8 {
+        self as u8
+    }
+
+    /// The state stored as `word`; panics on a word no state has.
+    #[inline]
+    fn from_word(word: u8) -> Self {
+        match word {
+            0 => ResultState::Open,
+            1 => ResultState::Stored,
+            2 => ResultState::Detached,
+            3 => ResultState::Taken,
+            _ => unreachable!("no result state is {word}"),
+        }
+    }
+}
 
 /// A task's home before its first run: it may still be stolen.
 pub(crate) const NO_HOME: usize = usize::MAX;
@@ -140,9 +192,10 @@ pub(crate) struct TaskMeta {
     /// The task's `task_local!` values; only the task itself touches them.
     locals: UnsafeCell<locals::LocalValues>,
     result: UnsafeCell<ResultSlot>,
-    /// Who drops the result: `RESULT_*`.
+    /// Who drops the result: a [`ResultState`].
     result_state: AtomicU8,
-    /// `RUNNING` while the task runs, then `FINISHED` or `CANCELLED`.
+    /// Its value is an [`EndState`]: `Running` while the task runs, then
+    /// `Finished` or `Cancelled`.
     join: WaitQueue,
     interrupts: Mutex<InterruptState>,
     /// The earliest deadline of the enclosing `with_deadline` scopes.
@@ -204,8 +257,8 @@ impl TaskMeta {
             name: UnsafeCell::new(None),
             locals: UnsafeCell::new(locals::LocalValues::new()),
             result: UnsafeCell::new(ResultSlot::empty()),
-            result_state: AtomicU8::new(RESULT_OPEN),
-            join: WaitQueue::new(RUNNING),
+            result_state: AtomicU8::new(ResultState::Open.word()),
+            join: WaitQueue::new(EndState::Running.word()),
             sleep: WaitQueue::new(0),
             wait_node: UnsafeCell::new(MaybeUninit::uninit()),
             stopped: AtomicBool::new(false),
@@ -234,7 +287,7 @@ impl TaskMeta {
         // below.
         unsafe {
             // The task or its handle's owner has dropped the result
-            // (`RESULT_OPEN`); the clear is only a backstop.
+            // (see `ResultState`); the clear is only a backstop.
             self.result.with_mut(|r| {
                 debug_assert!(!(*r).is_some(), "a result outlived its task and handle");
                 (*r).clear();
@@ -453,37 +506,49 @@ impl TaskMeta {
     ///
     /// # Safety
     /// The caller owns the result: the task, until it publishes
-    /// `RESULT_STORED` (or for good, detached); then the handle, once it
-    /// has seen `FINISHED` or `RESULT_STORED`.
+    /// `ResultState::Stored` (or for good, detached); then the handle, once
+    /// it has seen `EndState::Finished` or `ResultState::Stored`.
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn result_mut(&self) -> &mut ResultSlot {
         // SAFETY: the caller's contract.
         self.result.with_mut(|p| unsafe { &mut *p })
     }
 
-    /// Who drops the result (`RESULT_*`): moves it from `current` to `new`,
-    /// or says what it is.
-    pub(crate) fn swap_result_state(&self, current: u8, new: u8) -> Result<u8, u8> {
+    /// Who drops the result: moves it from `current` to `new`, or says
+    /// what it is.
+    pub(crate) fn swap_result_state(
+        &self,
+        current: ResultState,
+        new: ResultState,
+    ) -> Result<ResultState, ResultState> {
         self.result_state
-            .compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(
+                current.word(),
+                new.word(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .map(ResultState::from_word)
+            .map_err(ResultState::from_word)
     }
 
     /// Notes that the handle took the result (only the handle touches the
-    /// state after `RESULT_STORED`).
+    /// state after `ResultState::Stored`).
     pub(crate) fn result_taken(&self) {
-        self.result_state.store(RESULT_TAKEN, Ordering::Relaxed);
+        self.result_state
+            .store(ResultState::Taken.word(), Ordering::Relaxed);
     }
 
     // ------------------------------------------------------------ the queues
 
-    /// The join queue: `RUNNING`, `FINISHED` or `CANCELLED`.
+    /// The join queue, whose value is an [`EndState`].
     pub(crate) fn join_queue(&self) -> &WaitQueue {
         &self.join
     }
 
-    /// How the task ended so far (`RUNNING` until it has).
-    pub(crate) fn end_state(&self) -> u32 {
-        self.join.value().load(Ordering::Acquire)
+    /// How the task ended so far (`Running` until it has).
+    pub(crate) fn end_state(&self) -> EndState {
+        EndState::from_word(self.join.value().load(Ordering::Acquire))
     }
 
     /// What the task's sleeps wait on.
@@ -493,8 +558,9 @@ impl TaskMeta {
 
     /// Publishes the end of the task (its result is stored, or it was
     /// cancelled: `how`) and wakes its joiners, handing tasks to `ready`.
-    pub(crate) fn publish_end(&self, how: u32, ready: impl Fn(TaskRef)) {
-        self.join.value().store(how, Ordering::Release);
+    pub(crate) fn publish_end(&self, how: EndState, ready: impl Fn(TaskRef)) {
+        debug_assert_ne!(how, EndState::Running, "a task's end is not running");
+        self.join.value().store(how.word(), Ordering::Release);
         self.join.wake_all(ready);
     }
 

@@ -10,10 +10,11 @@
 //! the wait node every wait uses), and the scheduler calls into waits only
 //! through it (waits hand tasks back through `sched::make_ready`). A sleep's
 //! deadline and the runtime's stop reach the worker through it too
-//! (`Blocked::Sleeping`, `end_due_sleep`, `end_at_stop`). Butexes, sleeps, joins, the `sync`
-//! primitives, and the waits still to come (I/O readiness, channels) are
-//! waits on a `WaitQueue` that differ in what they do, not in their type,
-//! so the worker calls the seam without dynamic dispatch.
+//! (`Blocked::Sleeping`, `end_due_sleep`, `end_at_stop`). Every wait of a
+//! task — butexes, sleeps, joins, the ends of scopes and `block_on`,
+//! the `sync` primitives and channels, I/O readiness, the blocking pool's
+//! results — is a wait on a `WaitQueue`; they differ in what they do, not
+//! in their type, so the worker calls the seam without dynamic dispatch.
 
 use super::wait_queue::WaitNode;
 use super::TaskRef;
@@ -81,11 +82,11 @@ pub(crate) unsafe trait Blocker {
 }
 
 /// A pointer to the [`Blocker`] a task waits in: the node of its wait, in
-/// its meta. Every wait of spindle is a wait on a `WaitQueue` (butexes,
-/// sleeps, joins, the `sync` primitives), so the seam has one implementor,
-/// and the worker calls it without dynamic dispatch; what differs between
-/// waits is what they do in `block`, not their type. The node lives as long
-/// as the wait: until the task resumes (see [`Suspend::Block`]).
+/// its meta. Every wait of a task is a wait on a `WaitQueue` (see the
+/// module docs), so the seam has one implementor, and the worker calls it
+/// without dynamic dispatch; what differs between waits is what they do in
+/// `block`, not their type. The node lives as long as the wait: until the
+/// task resumes (see [`Suspend::Block`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BlockerRef(NonNull<WaitNode>);
 

@@ -19,7 +19,7 @@
 //! LIFO.) Free slots are cached per worker and per plain thread, so spawn
 //! and join take the table's lock once per batch.
 
-use super::{TaskMeta, TaskRef, NO_HOME, RESULT_OPEN, RUNNING};
+use super::{EndState, ResultState, TaskMeta, TaskRef, NO_HOME};
 use crate::id::{TaskId, SLOT_BITS, VERSION_LIMIT};
 use crate::loom::lock;
 use crate::loom::sync::atomic::{AtomicPtr, Ordering};
@@ -198,8 +198,11 @@ impl TaskTable {
             return;
         }
         t.stopped.store(false, Ordering::Relaxed);
-        t.result_state.store(RESULT_OPEN, Ordering::Relaxed);
-        t.join.value().store(RUNNING, Ordering::Relaxed);
+        t.result_state
+            .store(ResultState::Open.word(), Ordering::Relaxed);
+        t.join
+            .value()
+            .store(EndState::Running.word(), Ordering::Relaxed);
         t.home.store(NO_HOME, Ordering::Relaxed);
         match cache {
             Some(c) => {

@@ -1,5 +1,6 @@
 //! The data of a wait: a [`WaitQueue`] (a 32-bit value and the FIFO of
-//! [`WaitNode`]s waiting on it) and the claim that ends one wait.
+//! [`WaitNode`]s waiting on it), the claim that ends one wait, and the
+//! [`Outcome`] it ends with.
 //!
 //! Every task holds two queues (its join and its sleep) and the node of the
 //! wait it is in, so these types live with the task state. What a wait
@@ -29,12 +30,45 @@ use std::fmt;
 use std::ptr;
 use std::time::Instant;
 
-// Outcomes of a wait, stored in `WaitNode::outcome`.
-pub(crate) const WAITING: u32 = 0;
-pub(crate) const WOKEN: u32 = 1;
-pub(crate) const WOULD_BLOCK: u32 = 2;
-pub(crate) const TIMED_OUT: u32 = 3;
-pub(crate) const INTERRUPTED: u32 = 4;
+/// How a wait ended, stored in `WaitNode::outcome` (one word, written once
+/// by whoever ends the wait: see [`claim`]).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Not ended yet.
+    Waiting = 0,
+    /// A waker (`wake_one`, `wake_all`) ended it.
+    Woken = 1,
+    /// Refused before it was linked: the value was no longer the expected
+    /// one.
+    WouldBlock = 2,
+    /// Its deadline (its own or its scope's) passed.
+    TimedOut = 3,
+    /// An `interrupt` or a `stop` ended it (or refused it: one was pending),
+    /// or the runtime's stop did (`Blocker::end_at_stop`).
+    Interrupted = 4,
+}
+
+impl Outcome {
+    /// The outcome as `WaitNode::outcome` holds it.
+    #[inline]
+    const fn word(self) -> u32 {
+        self as u32
+    }
+
+    /// The outcome stored as `word`; panics on a word no outcome has.
+    #[inline]
+    fn from_word(word: u32) -> Self {
+        match word {
+            0 => Outcome::Waiting,
+            1 => Outcome::Woken,
+            2 => Outcome::WouldBlock,
+            3 => Outcome::TimedOut,
+            4 => Outcome::Interrupted,
+            _ => unreachable!("no wait outcome is {word}"),
+        }
+    }
+}
 
 /// A 32-bit value and the waiters on it: the data of a `Butex`.
 pub(crate) struct WaitQueue {
@@ -56,12 +90,21 @@ pub(crate) enum Waiter {
     Thread(Thread),
 }
 
-/// What may end a task's wait besides a wake-up and its deadline.
+/// What may end a task's wait besides a wake-up and its deadline. Every
+/// kind honours the deadline of an enclosing `with_deadline` scope, unless
+/// its caller steps out of the scope first (`block_on`, the end of a
+/// `scope`, `OnceCell`'s untimed wait). A plain thread's wait is always
+/// `Uninterruptible` (`interrupt` and `stop` name tasks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WaitKind {
-    /// `interrupt` and `stop` too (sleeps, `Butex::wait`).
+    /// `interrupt` and `stop` too, and its runtime's stop: sleeps,
+    /// `Butex::wait`, `Semaphore`, the channels (`mpsc`, `oneshot`), I/O
+    /// readiness and the blocking-pool waits of `net`.
     Interruptible,
-    /// Not those (join, the waits of `sync`); its runtime's stop does.
+    /// Not `interrupt` nor `stop` (an interrupt stays pending for the next
+    /// interruptible wait); its runtime's stop does: joins, the locks
+    /// (`Mutex`, `Condvar`, `RwLock`, `OnceCell`), `Barrier`,
+    /// `CountdownEvent`, `spawn_blocking`'s wait for its work.
     Uninterruptible,
     /// Nothing else at all, not even the stop of the waiter's own runtime:
     /// `block_on`'s wait for a task that borrows from the waiting frame,
@@ -93,7 +136,7 @@ pub(crate) struct WaitNode {
     /// What may end this wait besides a wake-up and its deadline.
     kind: WaitKind,
     deadline: Option<Instant>,
-    /// One of the outcome constants; written under the queue's lock (or the
+    /// An [`Outcome`]; written under the queue's lock (or the
     /// task's interrupt lock, before the node is linked).
     outcome: AtomicU32,
     /// The deadline timer, if one was armed (written by the worker after
@@ -126,7 +169,7 @@ impl WaitNode {
             waiter,
             kind,
             deadline,
-            outcome: AtomicU32::new(WAITING),
+            outcome: AtomicU32::new(Outcome::Waiting.word()),
             timer: UnsafeCell::new(None),
             timer_done: AtomicBool::new(false),
             #[cfg(loom)]
@@ -155,15 +198,15 @@ impl WaitNode {
         self.deadline
     }
 
-    /// How the wait ended (`WAITING` until it has).
-    pub(crate) fn outcome(&self, order: Ordering) -> u32 {
-        self.outcome.load(order)
+    /// How the wait ended (`Waiting` until it has).
+    pub(crate) fn outcome(&self, order: Ordering) -> Outcome {
+        Outcome::from_word(self.outcome.load(order))
     }
 
     /// Sets the outcome of a wait that no party can claim: refused before
     /// it was linked, or being reused for a next wait (models).
-    pub(crate) fn set_outcome(&self, outcome: u32, order: Ordering) {
-        self.outcome.store(outcome, order)
+    pub(crate) fn set_outcome(&self, outcome: Outcome, order: Ordering) {
+        self.outcome.store(outcome.word(), order)
     }
 
     /// The armed deadline timer.
@@ -305,7 +348,7 @@ impl Wake {
 ///
 /// # Safety
 /// Under the queue's lock (`list` is its guard's); `node` is alive.
-pub(crate) unsafe fn claim(list: &mut WaitList, node: &WaitNode, outcome: u32) -> Option<Wake> {
+pub(crate) unsafe fn claim(list: &mut WaitList, node: &WaitNode, outcome: Outcome) -> Option<Wake> {
     if !node.linked.get() {
         return None;
     }
@@ -318,7 +361,7 @@ pub(crate) unsafe fn claim(list: &mut WaitList, node: &WaitNode, outcome: u32) -
         Waiter::Task(t) => Wake::Task(*t),
         Waiter::Thread(th) => Wake::Thread(th.clone()),
     });
-    node.outcome.store(outcome, Ordering::Release);
+    node.outcome.store(outcome.word(), Ordering::Release);
     Some(wake)
 }
 
@@ -362,7 +405,7 @@ impl WaitQueue {
                 Some(n) => {
                     let n: *const WaitNode = n;
                     // SAFETY: under the lock; `n` is the linked head.
-                    unsafe { claim(&mut list, &*n, WOKEN) }
+                    unsafe { claim(&mut list, &*n, Outcome::Woken) }
                 }
             }
         };
@@ -400,7 +443,7 @@ impl WaitQueue {
                     };
                     let node: *const WaitNode = node;
                     // SAFETY: under the lock; `node` is the linked head.
-                    batch[len] = unsafe { claim(&mut list, &*node, WOKEN) };
+                    batch[len] = unsafe { claim(&mut list, &*node, Outcome::Woken) };
                     len += 1;
                 }
             }

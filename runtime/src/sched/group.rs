@@ -49,7 +49,7 @@ use super::spin_budget::SpinBudget;
 use crate::driver::{PollWait, Poller};
 use crate::loom::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
 use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
-use crate::meta::{self, TaskRef, CANCELLED, FINISHED, NO_HOME};
+use crate::meta::{self, TaskRef, NO_HOME};
 use crate::stack::overflow;
 use crate::stack::TaskStack;
 use corosensei::CoroutineResult;
@@ -998,7 +998,7 @@ impl TaskGroup {
             .give(size, coro.into_stack(), Some(&mut self.stacks.borrow_mut()));
         GroupStats::bump(&self.remote().stats.finished);
         self.started.remove(t);
-        t.publish_end(FINISHED, make_ready);
+        t.publish_end(meta::EndState::Finished, make_ready);
         meta::table().release(t, Some(&mut self.slots.borrow_mut()));
     }
 
@@ -1145,7 +1145,7 @@ impl TaskGroup {
             );
         }
         self.current.set(None);
-        t.publish_end(CANCELLED, make_ready);
+        t.publish_end(meta::EndState::Cancelled, make_ready);
         meta::table().release(t, Some(&mut self.slots.borrow_mut()));
     }
 }

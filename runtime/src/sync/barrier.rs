@@ -30,7 +30,8 @@ use std::time::Instant;
 /// as std's does: no wait blocks, and each is the leader. Waits honour an
 /// enclosing [`with_deadline`](crate::with_deadline) scope (and
 /// [`wait_until`](Self::wait_until)'s deadline), but are not ended by
-/// `interrupt`, like the other waits of `sync`.
+/// `interrupt` or `stop`, like those of the locks (unlike those of the
+/// semaphore and the channels).
 pub struct Barrier {
     n: u32,
     /// Generation << 32 | arrivals in it.

@@ -38,12 +38,53 @@
 //! fence, and acquires the bump it may read, so a sender that reads a bump
 //! also sees the pop that preceded it.
 //!
-//! **A rendezvous** (bound 0): a sender takes the slot (`EMPTY` to
-//! `WRITING`), writes its value, publishes it (`FULL`), wakes the receiver
+//! **A rendezvous** (bound 0): a sender takes the slot (`Empty` to
+//! `Writing`), writes its value, publishes it (`Full`), wakes the receiver
 //! as above, and waits on the slot's butex until the receiver has taken it
-//! (`TAKING`, then `TAKEN`), then frees the slot and wakes the next sender.
+//! (`Taking`, then `Taken`), then frees the slot and wakes the next sender.
 //! A sender whose wait ends early takes its value back with a CAS from
-//! `FULL`: exactly one of it and the receiver gets the value.
+//! `Full`: exactly one of it and the receiver gets the value.
+//!
+//! The slot's states (`SlotState`, the value of its butex) and their
+//! transitions:
+//!
+//! ```text
+//!              (1)               (2)            (7)
+//!   Empty ------------> Writing -------> Full ----------> Abandoned
+//!   ^ ^ ^                | | ^            | |                 |
+//!   | | |      (9)       | | |    (8)     | |       (8)       |
+//!   | | +----------------+ | +------------+-|-----------------+
+//!   | |                 (3)|                |(4)
+//!   | |                    v                v
+//!   | |                 Detached --(4)--> Taking ----(5)----> Taken
+//!   | |                                    |                    |
+//!   | +--------------(5')------------------+                    |
+//!   +-------------------------(6)-------------------------------+
+//! ```
+//!
+//! - (1) a sender (`send`, or `try_send` while the receiver is parked)
+//!   takes the free slot (CAS);
+//! - (2) `send` has written its value: publishes it, wakes the receiver,
+//!   and waits on the slot's butex;
+//! - (3) `try_send` has written its value: publishes it, wakes the
+//!   receiver, and returns without waiting;
+//! - (4) the receiver claims the value (CAS; from `Full`, it races (8))
+//!   and reads it;
+//! - (5) the receiver hands over a `Full` value: wakes its sender;
+//! - (5') the receiver took a `Detached` value: frees the slot itself, and
+//!   wakes a sender waiting for room, if any;
+//! - (6) the sender sees its value taken: frees the slot, and wakes a
+//!   sender waiting for room, if any;
+//! - (7) the receiver's drop finds a `Full` value: wakes its sender (a
+//!   `Detached` one it takes and drops, by (4) and (5'));
+//! - (8) a sender whose wait ended early (deadline, interrupt, stop), or
+//!   whose receiver went, takes its value back (CAS; if the receiver's (4)
+//!   came first, the send has succeeded, and the sender waits for (5));
+//! - (9) that sender frees the slot, and wakes a sender waiting for room,
+//!   if any; its value goes back in its error.
+//!
+//! A `Detached` value still there when the channel's last handle goes is
+//! dropped with the channel.
 //!
 //! **Waits that end early.** Every wait here is interruptible: the deadline
 //! of an enclosing [`with_deadline`](crate::with_deadline) scope, a
@@ -134,21 +175,50 @@ const SPINS: u32 = 12;
 #[cfg(loom)]
 const SPINS: u32 = 0;
 
-// States of a rendezvous slot (the value of its butex).
-/// No value; a sender may take the slot.
-const EMPTY: u32 = 0;
-/// A sender owns the slot and is writing (or taking back) its value.
-const WRITING: u32 = 1;
-/// A value whose sender waits for the receiver to take it.
-const FULL: u32 = 2;
-/// A value from `try_send`, whose sender does not wait.
-const DETACHED: u32 = 3;
-/// The receiver is reading the value.
-const TAKING: u32 = 4;
-/// The receiver has the value; its sender frees the slot.
-const TAKEN: u32 = 5;
-/// The receiver went while the value was `FULL`; its sender takes it back.
-const ABANDONED: u32 = 6;
+/// The states of a rendezvous slot: the value of its butex. See the
+/// module docs for the transitions.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    /// No value; a sender may take the slot.
+    Empty = 0,
+    /// A sender owns the slot and is writing (or taking back) its value.
+    Writing = 1,
+    /// A value whose sender waits for the receiver to take it.
+    Full = 2,
+    /// A value from `try_send`, whose sender does not wait.
+    Detached = 3,
+    /// The receiver is reading the value.
+    Taking = 4,
+    /// The receiver has the value; its sender frees the slot.
+    Taken = 5,
+    /// The receiver went while the value was `Full`; its sender takes it
+    /// back.
+    Abandoned = 6,
+}
+
+impl SlotState {
+    /// The state as the slot's butex holds it.
+    #[inline]
+    const fn word(self) -> u32 {
+        self as u32
+    }
+
+    /// The state stored as `word`; panics on a word no state has.
+    #[inline]
+    fn from_word(word: u32) -> Self {
+        match word {
+            0 => SlotState::Empty,
+            1 => SlotState::Writing,
+            2 => SlotState::Full,
+            3 => SlotState::Detached,
+            4 => SlotState::Taking,
+            5 => SlotState::Taken,
+            6 => SlotState::Abandoned,
+            _ => unreachable!("no rendezvous slot state is {word}"),
+        }
+    }
+}
 
 /// The state shared by a channel's handles.
 struct Chan<T> {
@@ -179,6 +249,7 @@ enum Flavor<T> {
 
 /// A rendezvous channel's one value; see the module docs.
 struct Slot<T> {
+    /// A [`SlotState`]; the sender of a `Full` value waits on it.
     state: Butex,
     value: UnsafeCell<MaybeUninit<T>>,
 }
@@ -424,7 +495,7 @@ impl<T> Chan<T> {
     fn close_rx(&self) {
         self.rx_gone.store(true, Ordering::Relaxed);
         // Pairs with the fence of a rendezvous sender's `notify_rx`: it
-        // sees `rx_gone`, or we see its `FULL` (`Slot::abandon`).
+        // sees `rx_gone`, or we see its `Full` (`Slot::abandon`).
         fence(Ordering::SeqCst);
         if let Flavor::Zero(s) = &self.flavor {
             s.abandon(self);
@@ -443,8 +514,8 @@ impl<T> Drop for Chan<T> {
         if let Flavor::Zero(s) = &self.flavor {
             // A `try_send`'s value nobody took (a waiting sender's value
             // goes back with its send, before it lets go of the channel).
-            if s.state.value().load(Ordering::Acquire) == DETACHED {
-                // SAFETY: `DETACHED` means the slot holds an initialized
+            if s.load_state(Ordering::Acquire) == SlotState::Detached {
+                // SAFETY: `Detached` means the slot holds an initialized
                 // value that no sender will touch again; we are the last
                 // handle.
                 s.value.with_mut(|p| unsafe { (*p).assume_init_drop() });
@@ -456,31 +527,48 @@ impl<T> Drop for Chan<T> {
 impl<T> Slot<T> {
     fn new() -> Self {
         Slot {
-            state: Butex::new(EMPTY),
+            state: Butex::new(SlotState::Empty.word()),
             value: UnsafeCell::new(MaybeUninit::uninit()),
         }
+    }
+
+    fn load_state(&self, order: Ordering) -> SlotState {
+        SlotState::from_word(self.state.value().load(order))
+    }
+
+    fn store_state(&self, new: SlotState, order: Ordering) {
+        self.state.value().store(new.word(), order)
+    }
+
+    /// Moves the slot from `current` to `new` (a CAS with `success`
+    /// ordering, relaxed on failure); whether it did.
+    fn move_state(&self, current: SlotState, new: SlotState, success: Ordering) -> bool {
+        self.state
+            .value()
+            .compare_exchange(current.word(), new.word(), success, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// The receiver's take: the value, if one is published and its sender
     /// has not taken it back.
     fn take(&self, chan: &Chan<T>) -> Option<T> {
-        let st = self.state.value();
-        let s = st.load(Ordering::Relaxed);
-        if s != FULL && s != DETACHED {
+        let s = self.load_state(Ordering::Relaxed);
+        if s != SlotState::Full && s != SlotState::Detached {
             return None;
         }
-        // Fails only if the sender took its value back (`FULL` to `WRITING`).
-        st.compare_exchange(s, TAKING, Ordering::Acquire, Ordering::Relaxed)
-            .ok()?;
-        // SAFETY: `FULL`/`DETACHED` said the value is written (our CAS
-        // acquired the sender's `Release` store), and `TAKING` keeps the
+        // Fails only if the sender took its value back (`Full` to `Writing`).
+        if !self.move_state(s, SlotState::Taking, Ordering::Acquire) {
+            return None;
+        }
+        // SAFETY: `Full`/`Detached` said the value is written (our CAS
+        // acquired the sender's `Release` store), and `Taking` keeps the
         // sender from taking it back: the value is ours to move out.
         let v = self.value.with(|p| unsafe { (*p).assume_init_read() });
-        if s == FULL {
-            st.store(TAKEN, Ordering::Release);
+        if s == SlotState::Full {
+            self.store_state(SlotState::Taken, Ordering::Release);
             self.state.wake_one();
         } else {
-            st.store(EMPTY, Ordering::Release);
+            self.store_state(SlotState::Empty, Ordering::Release);
             chan.notify_tx();
         }
         Some(v)
@@ -492,62 +580,58 @@ impl<T> Slot<T> {
         value: T,
         deadline: Option<Instant>,
     ) -> Result<(), SendError<T>> {
-        let st = self.state.value();
         // Take the slot.
         loop {
             if chan.rx_gone.load(Ordering::Relaxed) {
                 return Err(SendError::new(value, SendErrorKind::Disconnected));
             }
-            if st
-                .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
+            if self.move_state(SlotState::Empty, SlotState::Writing, Ordering::Acquire) {
                 break;
             }
-            if let Err(kind) = chan.wait_for_room(deadline, || st.load(Ordering::Relaxed) == EMPTY)
-            {
+            if let Err(kind) = chan.wait_for_room(deadline, || {
+                self.load_state(Ordering::Relaxed) == SlotState::Empty
+            }) {
                 return Err(SendError::new(value, kind));
             }
         }
-        // SAFETY: `WRITING` is ours: nobody else reads or writes the value.
+        // SAFETY: `Writing` is ours: nobody else reads or writes the value.
         self.value.with_mut(|p| unsafe { (*p).write(value) });
-        st.store(FULL, Ordering::Release);
+        self.store_state(SlotState::Full, Ordering::Release);
         chan.notify_rx();
         // Wait for the receiver to take it.
         loop {
-            let s = st.load(Ordering::Acquire);
-            let kind = match s {
-                TAKEN => {
-                    st.store(EMPTY, Ordering::Release);
+            let kind = match self.load_state(Ordering::Acquire) {
+                SlotState::Taken => {
+                    self.store_state(SlotState::Empty, Ordering::Release);
                     chan.notify_tx();
                     return Ok(());
                 }
-                TAKING => {
+                SlotState::Taking => {
                     // The receiver is between two stores, not waiting.
                     std::hint::spin_loop();
                     crate::loom::thread::yield_now();
                     continue;
                 }
-                FULL if !chan.rx_gone.load(Ordering::Relaxed) => {
-                    match wait::wait(self.state.queue(), FULL, deadline, WaitKind::Interruptible) {
+                SlotState::Full if !chan.rx_gone.load(Ordering::Relaxed) => {
+                    let full = SlotState::Full.word();
+                    match wait::wait(self.state.queue(), full, deadline, WaitKind::Interruptible) {
                         Ok(()) | Err(WaitError::WouldBlock) => continue,
                         Err(e) => ended(e),
                     }
                 }
+                // `Abandoned`, or `Full` with the receiver gone.
                 _ => SendErrorKind::Disconnected,
             };
             // Take the value back, unless the receiver has begun to take it
             // (then the send has succeeded: loop to see it through).
-            let s = st.load(Ordering::Relaxed);
-            if (s == FULL || s == ABANDONED)
-                && st
-                    .compare_exchange(s, WRITING, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
+            let s = self.load_state(Ordering::Relaxed);
+            if (s == SlotState::Full || s == SlotState::Abandoned)
+                && self.move_state(s, SlotState::Writing, Ordering::Acquire)
             {
-                // SAFETY: our CAS from `FULL`/`ABANDONED` ended the
+                // SAFETY: our CAS from `Full`/`Abandoned` ended the
                 // receiver's claim to the value we wrote.
                 let v = self.value.with(|p| unsafe { (*p).assume_init_read() });
-                st.store(EMPTY, Ordering::Release);
+                self.store_state(SlotState::Empty, Ordering::Release);
                 chan.notify_tx();
                 return Err(SendError::new(v, kind));
             }
@@ -558,37 +642,30 @@ impl<T> Slot<T> {
     /// parked in a receive and the slot is free, without waiting for it to
     /// be taken.
     fn try_send(&self, chan: &Chan<T>, value: T) -> Result<(), TrySendError<T>> {
-        let st = self.state.value();
         if chan.rx.value().load(Ordering::Relaxed) != PARKED
-            || st
-                .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
+            || !self.move_state(SlotState::Empty, SlotState::Writing, Ordering::Acquire)
         {
             return Err(TrySendError::Full(value));
         }
-        // SAFETY: `WRITING` is ours.
+        // SAFETY: `Writing` is ours.
         self.value.with_mut(|p| unsafe { (*p).write(value) });
-        st.store(DETACHED, Ordering::Release);
+        self.store_state(SlotState::Detached, Ordering::Release);
         chan.notify_rx();
         Ok(())
     }
 
     /// The receiver's drop: a waiting sender's value goes back to it
-    /// (`ABANDONED`), a `try_send`'s value is dropped.
+    /// (`Abandoned`), a `try_send`'s value is dropped.
     fn abandon(&self, chan: &Chan<T>) {
-        let st = self.state.value();
         loop {
-            match st.load(Ordering::Acquire) {
-                FULL => {
-                    if st
-                        .compare_exchange(FULL, ABANDONED, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_ok()
-                    {
+            match self.load_state(Ordering::Acquire) {
+                SlotState::Full => {
+                    if self.move_state(SlotState::Full, SlotState::Abandoned, Ordering::Relaxed) {
                         self.state.wake_all();
                         return;
                     }
                 }
-                DETACHED => {
+                SlotState::Detached => {
                     drop(self.take(chan));
                     return;
                 }

@@ -51,11 +51,8 @@ use crate::error::{NoSuchTask, WaitError};
 use crate::loom::sync::atomic::{AtomicU32, Ordering};
 use crate::loom::thread as os_thread;
 use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
-use crate::meta::wait_queue::{
-    claim, WaitKind, WaitNode, WaitQueue, Waiter, Wake, INTERRUPTED, TIMED_OUT, WAITING, WOKEN,
-    WOULD_BLOCK,
-};
-use crate::meta::{table, InterruptState, TaskId, TaskRef, TaskTable, RUNNING};
+use crate::meta::wait_queue::{claim, Outcome, WaitKind, WaitNode, WaitQueue, Waiter, Wake};
+use crate::meta::{table, EndState, InterruptState, TaskId, TaskRef, TaskTable};
 use crate::sched::{self, make_ready, TaskGroup};
 use spindle_timer::{TimerThread, Unschedule};
 use std::fmt;
@@ -179,18 +176,18 @@ pub(crate) fn wait(
         }
     };
     match outcome {
-        WOKEN => Ok(()),
-        WOULD_BLOCK => Err(WaitError::WouldBlock),
-        TIMED_OUT => Err(timed_out),
-        INTERRUPTED => match task {
+        Outcome::Woken => Ok(()),
+        Outcome::WouldBlock => Err(WaitError::WouldBlock),
+        Outcome::TimedOut => Err(timed_out),
+        Outcome::Interrupted => match task {
             Some(t) if t.is_stopped() => Err(WaitError::Stopped),
             _ => Err(WaitError::Interrupted),
         },
-        other => unreachable!("wait ended with outcome {other}"),
+        Outcome::Waiting => unreachable!("a wait returned before it ended"),
     }
 }
 
-fn wait_task(t: TaskRef, node: &WaitNode) -> u32 {
+fn wait_task(t: TaskRef, node: &WaitNode) -> Outcome {
     let leave = Leave { t, node };
     // SAFETY: `t` is the running task (`wait` found it suspendable), and
     // the node lives in its meta, in use until `Leave` below.
@@ -232,7 +229,7 @@ impl Drop for Leave<'_> {
             // checks it. (Relaxed: our resumption came after the queue
             // push that follows the claim. A stale value would only take
             // the cancel path, which is safe too.)
-            let timed_out = node.outcome(Ordering::Relaxed) == TIMED_OUT;
+            let timed_out = node.outcome(Ordering::Relaxed) == Outcome::TimedOut;
             if timed_out || timer().unschedule(id) == Unschedule::Running {
                 // The callback holds a pointer to `node`: let it finish. It
                 // is a few instructions from done, unless the timer thread
@@ -261,11 +258,11 @@ impl Drop for Leave<'_> {
 
 /// A plain thread's wait, or that of `unwinding`, a task that cannot suspend
 /// and so blocks its worker thread here.
-fn wait_thread(queue: &WaitQueue, node: &WaitNode, unwinding: Option<TaskRef>) -> u32 {
+fn wait_thread(queue: &WaitQueue, node: &WaitNode, unwinding: Option<TaskRef>) -> Outcome {
     {
         let mut list = queue.lock();
         if queue.value().load(Ordering::Acquire) != node.expected() {
-            return WOULD_BLOCK;
+            return Outcome::WouldBlock;
         }
         // SAFETY: under the lock; `node` lives until we return, and we
         // unlink it (or somebody else does, under the lock) before that.
@@ -276,7 +273,7 @@ fn wait_thread(queue: &WaitQueue, node: &WaitNode, unwinding: Option<TaskRef>) -
     let mut blocked_task = unwinding.map(|t| (t, Instant::now()));
     loop {
         let o = node.outcome(Ordering::Acquire);
-        if o != WAITING {
+        if o != Outcome::Waiting {
             node.freed_by_waiter();
             return o;
         }
@@ -288,8 +285,8 @@ fn wait_thread(queue: &WaitQueue, node: &WaitNode, unwinding: Option<TaskRef>) -
         if node.deadline().is_some_and(|d| now >= d) {
             let mut list = queue.lock();
             // SAFETY: under the lock; `node` is alive.
-            if unsafe { claim(&mut list, node, TIMED_OUT) }.is_some() {
-                return TIMED_OUT;
+            if unsafe { claim(&mut list, node, Outcome::TimedOut) }.is_some() {
+                return Outcome::TimedOut;
             }
             // Somebody won the race under the lock: take their outcome.
             continue;
@@ -344,8 +341,8 @@ fn park_timeout(_: std::time::Duration) {
 /// Step 2 of the module docs: links `node` into `queue`, unless the wait
 /// is refused: an interrupt is pending or the task is stopped (`st`, the
 /// task's interrupt state, locked, for an interruptible wait; the outcome is
-/// then `INTERRUPTED`, and the interrupt consumed), or the value is no longer
-/// the expected one (`WOULD_BLOCK`). Returns whether it linked. Under the
+/// then `Interrupted`, and the interrupt consumed), or the value is no longer
+/// the expected one (`WouldBlock`). Returns whether it linked. Under the
 /// interrupt lock, so that an interrupter either finds the node linked or
 /// leaves its interrupt pending for this check.
 ///
@@ -361,13 +358,13 @@ pub(super) unsafe fn link_or_refuse(
     if let Some(st) = st.as_deref_mut() {
         if st.pending || stopped() {
             st.pending = false;
-            node.set_outcome(INTERRUPTED, Ordering::Relaxed);
+            node.set_outcome(Outcome::Interrupted, Ordering::Relaxed);
             return false;
         }
     }
     let mut list = queue.lock();
     if queue.value().load(Ordering::Acquire) != node.expected() {
-        node.set_outcome(WOULD_BLOCK, Ordering::Relaxed);
+        node.set_outcome(Outcome::WouldBlock, Ordering::Relaxed);
         return false;
     }
     // SAFETY: under the lock; the caller keeps the node alive.
@@ -481,7 +478,7 @@ pub(super) unsafe fn claim_for_stop(node: &WaitNode) -> Option<Wake> {
     // SAFETY: the caller's contract.
     let mut list = unsafe { node.queue() }.lock();
     // SAFETY: under the lock; `node` is alive.
-    unsafe { claim(&mut list, node, INTERRUPTED) }
+    unsafe { claim(&mut list, node, Outcome::Interrupted) }
 }
 
 /// For a wait left without being acted on (its task unwound by its
@@ -493,7 +490,7 @@ pub(super) unsafe fn claim_for_stop(node: &WaitNode) -> Option<Wake> {
 /// # Safety
 /// `node`'s queue is alive.
 pub(super) unsafe fn pass_on_unseen_wake(node: &WaitNode) {
-    if node.outcome(Ordering::Acquire) == WOKEN {
+    if node.outcome(Ordering::Acquire) == Outcome::Woken {
         // SAFETY: the caller's contract.
         unsafe { node.queue() }.wake_one(make_ready);
     }
@@ -517,7 +514,7 @@ pub(super) fn on_timeout(node: *const WaitNode) {
         // SAFETY: as above.
         let mut list = unsafe { n.queue() }.lock();
         // SAFETY: under the lock; `n` is alive.
-        unsafe { claim(&mut list, n, TIMED_OUT) }
+        unsafe { claim(&mut list, n, Outcome::TimedOut) }
     };
     // Last touch of the node, before the wake-up: delivering it touches
     // neither node nor queue, and the task, once woken, waits for this flag
@@ -544,7 +541,7 @@ pub(super) fn interrupt_locked(st: &mut InterruptState) -> Option<TaskRef> {
     // before it returns, so the queue is alive while we hold the lock.
     let mut list = unsafe { node.queue() }.lock();
     // SAFETY: under the lock; `node` is alive (see above).
-    match unsafe { claim(&mut list, node, INTERRUPTED) } {
+    match unsafe { claim(&mut list, node, Outcome::Interrupted) } {
         Some(Wake::Task(t)) => {
             st.pending = false;
             Some(t)
@@ -558,19 +555,29 @@ pub(super) fn interrupt_locked(st: &mut InterruptState) -> Option<TaskRef> {
     }
 }
 
-/// Interrupts task `id` (and, if `stop`, marks it stopped first): ends its
-/// current interruptible wait, or leaves the interrupt pending for its
-/// next one. `NoSuchTask` if `id` names no live task.
-pub(crate) fn signal(id: TaskId, stop: bool) -> Result<(), NoSuchTask> {
+/// What [`signal`] does to a task besides interrupting it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Signal {
+    /// Only interrupt it (`interrupt`).
+    Interrupt,
+    /// Mark it stopped first (`stop`): its interruptible waits fail with
+    /// `Stopped` from then on.
+    Stop,
+}
+
+/// Interrupts task `id` (and, for `Signal::Stop`, marks it stopped first):
+/// ends its current interruptible wait, or leaves the interrupt pending for
+/// its next one. `NoSuchTask` if `id` names no live task.
+pub(crate) fn signal(id: TaskId, how: Signal) -> Result<(), NoSuchTask> {
     let t = table().lookup(id).ok_or(NoSuchTask)?;
     let woken = {
         let mut st = t.lock_interrupts();
         // Re-check under the lock: the slot is freed (and its version
         // bumped) under this same lock.
-        if !TaskTable::is_current(&t, id) || t.end_state() != RUNNING {
+        if !TaskTable::is_current(&t, id) || t.end_state() != EndState::Running {
             return Err(NoSuchTask);
         }
-        if stop {
+        if how == Signal::Stop {
             t.mark_stopped();
         }
         interrupt_locked(&mut st)

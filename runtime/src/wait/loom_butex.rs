@@ -13,7 +13,7 @@ use super::butex::{
 use super::Butex;
 use crate::error::WaitError;
 use crate::loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use crate::meta::wait_queue::{WaitKind, WaitNode, Waiter, INTERRUPTED, TIMED_OUT, WAITING, WOKEN};
+use crate::meta::wait_queue::{Outcome, WaitKind, WaitNode, Waiter};
 use crate::meta::InterruptState;
 use loom::sync::Arc;
 use loom::thread::{self, Thread};
@@ -60,10 +60,10 @@ fn link(m: &Model) {
 
 /// The waiter sleeps until somebody ends the wait, then cancels its
 /// timer or waits for the running callback, as `wait_task` does.
-fn wait(m: &Model) -> u32 {
+fn wait(m: &Model) -> Outcome {
     let outcome = loop {
         match m.node.outcome(Ordering::Acquire) {
-            WAITING => thread::park(),
+            Outcome::Waiting => thread::park(),
             o => break o,
         }
     };
@@ -77,8 +77,8 @@ fn wait(m: &Model) -> u32 {
 /// `timer_done` is awaited; else unschedule: Removed (ARMED ->
 /// CANCELLED), Running (wait for the callback to let go of the node),
 /// or nothing armed.
-fn leave(m: &Model, outcome: u32) {
-    let timed_out = outcome == TIMED_OUT;
+fn leave(m: &Model, outcome: Outcome) {
+    let timed_out = outcome == Outcome::TimedOut;
     if timed_out {
         assert_ne!(m.timer.load(Ordering::Acquire), ARMED, "a spent timer");
     }
@@ -151,13 +151,20 @@ fn loom_wake_timeout_interrupt_have_one_winner() {
         let woke = waker.join().unwrap();
         timer.join().unwrap();
         let interrupt_pending = interrupter.join().unwrap();
-        assert_eq!(woke == 1, outcome == WOKEN, "wake_one counted iff it won");
+        assert_eq!(
+            woke == 1,
+            outcome == Outcome::Woken,
+            "wake_one counted iff it won"
+        );
         assert_eq!(
             !interrupt_pending,
-            outcome == INTERRUPTED,
+            outcome == Outcome::Interrupted,
             "an interrupt that lost is remembered"
         );
-        assert!(matches!(outcome, WOKEN | TIMED_OUT | INTERRUPTED));
+        assert!(matches!(
+            outcome,
+            Outcome::Woken | Outcome::TimedOut | Outcome::Interrupted
+        ));
         assert!(
             butex.queue().lock().front().is_none(),
             "the node left the list"
@@ -182,19 +189,19 @@ fn loom_a_cancelled_timer_never_ends_a_later_wait() {
         let timer = spawn_timer(&m);
         let first_waker = waker(&butex);
         let first = wait(&m);
-        assert!(matches!(first, WOKEN | TIMED_OUT));
+        assert!(matches!(first, Outcome::Woken | Outcome::TimedOut));
         // Reuse the node for a second wait with no timer of its own, as
         // a task's next wait reuses its meta's node.
-        m.node.set_outcome(WAITING, Ordering::Release);
+        m.node.set_outcome(Outcome::Waiting, Ordering::Release);
         m.node.set_timer_done(false);
         m.timer.store(CANCELLED, Ordering::Release);
         link(&m);
         let second_waker = waker(&butex);
         let second = wait(&m);
-        assert_eq!(second, WOKEN, "a stale timer ended a later wait");
+        assert_eq!(second, Outcome::Woken, "a stale timer ended a later wait");
         timer.join().unwrap();
         let wakes = first_waker.join().unwrap() + second_waker.join().unwrap();
-        assert_eq!(wakes, if first == WOKEN { 2 } else { 1 });
+        assert_eq!(wakes, if first == Outcome::Woken { 2 } else { 1 });
     });
 }
 
@@ -234,10 +241,18 @@ fn loom_an_interrupt_racing_the_start_of_a_wait_is_not_lost() {
             unsafe { link_or_refuse(Some(&mut g), || false, m.butex.queue(), &m.node) }
         };
         m.timer.store(CANCELLED, Ordering::Release); // no timer here
-        let outcome = if linked { wait(&m) } else { INTERRUPTED };
+        let outcome = if linked {
+            wait(&m)
+        } else {
+            Outcome::Interrupted
+        };
         st.0.lock().unwrap().waiting = ptr::null();
         assert!(interrupter.join().unwrap().is_none());
-        assert_eq!(outcome, INTERRUPTED, "the interrupt ended this wait");
+        assert_eq!(
+            outcome,
+            Outcome::Interrupted,
+            "the interrupt ended this wait"
+        );
         assert!(!st.0.lock().unwrap().pending, "and was consumed once");
     });
 }
@@ -272,9 +287,17 @@ fn loom_a_stop_racing_the_start_of_a_wait_refuses_every_wait() {
                 unsafe { link_or_refuse(Some(&mut g), is_stopped, m.butex.queue(), &m.node) }
             };
             m.timer.store(CANCELLED, Ordering::Release); // no timer here
-            let outcome = if linked { wait(&m) } else { INTERRUPTED };
+            let outcome = if linked {
+                wait(&m)
+            } else {
+                Outcome::Interrupted
+            };
             st.0.lock().unwrap().waiting = ptr::null();
-            assert_eq!(outcome, INTERRUPTED, "wait {wait_number} ended by the stop");
+            assert_eq!(
+                outcome,
+                Outcome::Interrupted,
+                "wait {wait_number} ended by the stop"
+            );
             if wait_number == 1 {
                 // The second wait begins after the stop has landed.
                 let stopper = stopper.take().expect("joined once");
@@ -331,7 +354,7 @@ fn loom_the_stop_claiming_a_wait_loses_no_wake_up() {
                 let claimed = unsafe { claim_for_stop(&first.node) }.is_some();
                 let outcome = loop {
                     match first.node.outcome(Ordering::Acquire) {
-                        WAITING => thread::yield_now(),
+                        Outcome::Waiting => thread::yield_now(),
                         o => break o,
                     }
                 };
@@ -344,7 +367,7 @@ fn loom_the_stop_claiming_a_wait_loses_no_wake_up() {
         };
         let second_outcome = second_waiter.join().unwrap();
         let (claimed, outcome) = worker.join().unwrap();
-        assert_eq!(claimed, outcome == INTERRUPTED);
+        assert_eq!(claimed, outcome == Outcome::Interrupted);
         assert_eq!(
             waker.join().unwrap(),
             1,
@@ -352,7 +375,8 @@ fn loom_the_stop_claiming_a_wait_loses_no_wake_up() {
         );
         timer.join().unwrap();
         assert_eq!(
-            second_outcome, WOKEN,
+            second_outcome,
+            Outcome::Woken,
             "the wake-up reached the second waiter"
         );
         assert!(
@@ -382,9 +406,9 @@ fn loom_a_worker_ending_a_due_sleep_races_its_timer() {
         let outcome = wait(&m);
         timer.join().unwrap();
         let interrupt_pending = interrupter.join().unwrap();
-        assert!(matches!(outcome, TIMED_OUT | INTERRUPTED));
-        assert_eq!(!interrupt_pending, outcome == INTERRUPTED);
-        assert!(m.node.timer_done() || outcome == INTERRUPTED);
+        assert!(matches!(outcome, Outcome::TimedOut | Outcome::Interrupted));
+        assert_eq!(!interrupt_pending, outcome == Outcome::Interrupted);
+        assert!(m.node.timer_done() || outcome == Outcome::Interrupted);
         assert!(
             butex.queue().lock().front().is_none(),
             "the node left the list"

@@ -6,10 +6,11 @@
 //! ends the wait — a waker, its timer, an interrupt, the runtime's stop —
 //! hands the task back through `sched::make_ready`. Deadline scopes
 //! ([`deadline`]) fold into every wait. Sleeps, joins, the `sync`
-//! primitives, and the waits still to come (I/O readiness, channels) are
-//! all waits of this layer. They use the scheduler's small API (which task
-//! runs here, `suspend`, `make_ready`); the scheduler uses nothing of
-//! theirs but the seam, so a new wait adds no edge into it.
+//! primitives and channels, I/O readiness (`io::source`) and the blocking
+//! pool's results (`io::blocking`) are all waits of this layer. They use
+//! the scheduler's small API (which task runs here, `suspend`,
+//! `make_ready`); the scheduler uses nothing of theirs but the seam, so a
+//! new wait adds no edge into it.
 
 mod butex;
 pub(crate) mod deadline;
@@ -17,4 +18,4 @@ pub(crate) mod deadline;
 mod loom_butex;
 
 pub use butex::Butex;
-pub(crate) use butex::{signal, wait};
+pub(crate) use butex::{signal, wait, Signal};
