@@ -1,6 +1,6 @@
 //! `TaskGroup`: one worker thread's scheduler.
 //!
-//! A group owns two local queues and shares two:
+//! A group owns two local queues and shares three:
 //!
 //! - `lifo` (in [`GroupRemote`]): the task this worker spawned last. A task
 //!   that spawns a child and then joins it finds the child here, hot in its
@@ -9,6 +9,8 @@
 //!   their last look before parking), so the owner gets the first chance.
 //! - `fresh`: a crossbeam deque of tasks that have never run. Other workers
 //!   steal from it (in batches); only never-run tasks may migrate.
+//! - `inbox` (in [`GroupRemote`]): never-run tasks spawned from plain
+//!   threads that spawn onto this worker; stealable as `fresh` is.
 //! - `ready`: a FIFO list of started tasks pinned to this worker (a task that
 //!   yielded, or was woken by a task of this worker).
 //! - `woken` (in [`GroupRemote`]): started tasks woken by other threads
@@ -21,13 +23,14 @@
 //! `ready` just before each take from it and before a yield is queued (so a
 //! woken task waits behind the started tasks that were ready before it, not
 //! behind later yields); every
-//! [`REMOTE_TICK`] runs one task from the injector (spawns from plain
+//! [`REMOTE_TICK`] runs one task from the inbox (spawns from plain
 //! threads) and one from the drained remote queue and `ready` go first,
 //! taking turns at the head, so that neither new, woken nor yielded tasks
 //! starve behind local churn or a flood of spawns from plain threads.
-//! When nothing is local it steals: from the injector (spawns from plain
-//! threads), then from the other workers, starting at a random one and moving
-//! by a fixed stride coprime with the worker count. Then it spins briefly
+//! When nothing is local it takes from its inbox, then steals from the other
+//! workers, starting at a random one and moving by a fixed stride coprime
+//! with the worker count, patiently (a few new tasks are left to a worker
+//! that is not held up: see `may_take_new_tasks_of`). Then it spins briefly
 //! (longer with `Builder::idle_poll`, see `idle_poll.rs`) and finally parks on
 //! its lot; the loop itself, with its searching and parking handshakes, is
 //! `Idle::work` (`idle.rs`), which this group drives as an `IdleWorker`.
@@ -66,7 +69,7 @@ use std::time::{Duration, Instant};
 /// it unwinds, blocking its worker thread (the wait layer's thread wait).
 pub(crate) const HELD_UP_WARNING: Duration = Duration::from_secs(1);
 
-/// Every this many runs, a task of the injector and one of the ready list
+/// Every this many runs, a task of the inbox and one of the ready list
 /// (with the remote queue) go before the LIFO slot and `fresh`, so that a
 /// worker busy with its own new tasks still gets to them (tokio checks its
 /// global queue every 61 ticks).
@@ -487,19 +490,19 @@ impl TaskGroup {
         self.tick.set(tick);
         if tick % REMOTE_TICK == 0 {
             // Starvation guards: a task spawned from a plain thread (the
-            // injector) and a woken or yielded one go first this time, so
+            // inbox) and a woken or yielded one go first this time, so
             // a worker busy with local churn still gets to them. They take
             // turns at going first, and only one task comes from the
-            // injector (a batch would fill `fresh`, which goes before
+            // inbox (a batch would fill `fresh`, which goes before
             // `ready`): a flood of spawns from plain threads must not
             // starve the tasks woken here, nor their yields it.
             self.remote().woken.take_all(&self.ready);
-            let injector = || self.steal_one_from_injector();
+            let inbox = || self.take_one_from_inbox();
             let ready = || self.ready.pop_front();
             let guarded = if (tick / REMOTE_TICK) % 2 == 0 {
-                injector().or_else(ready)
+                inbox().or_else(ready)
             } else {
-                ready().or_else(injector)
+                ready().or_else(inbox)
             };
             if guarded.is_some() {
                 return guarded;
@@ -522,13 +525,13 @@ impl TaskGroup {
     }
 
     /// One task spawned from a plain thread onto this worker, if any.
-    fn steal_one_from_injector(&self) -> Option<TaskRef> {
+    fn take_one_from_inbox(&self) -> Option<TaskRef> {
         settle(|| self.remote().inbox.steal())
     }
 
     /// A batch of tasks spawned from plain threads onto this worker, if
     /// any (half of them: the rest stay stealable in the inbox).
-    fn steal_injector(&self) -> Option<TaskRef> {
+    fn take_from_inbox(&self) -> Option<TaskRef> {
         settle(|| self.remote().inbox.steal_batch_and_pop(&self.fresh))
     }
 
@@ -536,7 +539,7 @@ impl TaskGroup {
     /// new tasks (deque, inbox, and LIFO task if `lifo` says so) where
     /// [`may_take_new_tasks_of`](Self::may_take_new_tasks_of) allows.
     fn steal(&self, lifo: LifoSlots) -> Option<TaskRef> {
-        if let Some(t) = self.steal_injector() {
+        if let Some(t) = self.take_from_inbox() {
             return Some(t);
         }
         let n = self.control.worker_count();
@@ -640,8 +643,8 @@ impl TaskGroup {
     }
 
     /// Whether stealable work is left for another worker: this worker's
-    /// own never-run tasks (with the rest of a batch it just stole), the
-    /// injector, or any other worker's deque or LIFO slot. Looked at when
+    /// own never-run tasks (with the rest of a batch it just stole) and
+    /// inbox, or any other worker's deque, inbox or LIFO slot. Looked at when
     /// the last searcher stops searching (`Idle::found_work`), so every
     /// worker's is read: a spawn on any of them may have skipped its wake-up
     /// because of this searcher. O(workers), once per search that found
@@ -1095,7 +1098,7 @@ impl TaskGroup {
             .or_else(|| Self::take_lifo(me))
             .or_else(|| self.ready.pop_front())
             .or_else(|| self.fresh.pop())
-            .or_else(|| self.steal_one_from_injector())
+            .or_else(|| self.take_one_from_inbox())
     }
 
     /// Drops a dequeued task at stop and tells its joiner it was cancelled.

@@ -1,7 +1,7 @@
 //! The scheduler: who runs tasks.
 //!
-//! A runtime is a [`TaskControl`] (its shared state: workers, the 4
-//! ParkingLots, the injector, the stack pool) and one [`TaskGroup`] per
+//! A runtime is a [`TaskControl`] (its shared state: workers and their
+//! inboxes, the 4 ParkingLots, the stack pool) and one [`TaskGroup`] per
 //! worker thread (its queues, its run loop, stealing, the idle protocol,
 //! idle polling). The stall watchdog and the workers' CPU affinity are
 //! here too.
