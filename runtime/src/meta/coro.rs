@@ -4,20 +4,15 @@
 //! spawn, for a body too large to keep in its meta): [`bind`] takes the
 //! pending body out of the meta, [`install_coroutine`] builds the coroutine
 //! and records the stack's guard page for overflow reports. A coroutine is
-//! resumed with `()` and suspends with a [`Suspend`] reason; its entry
+//! resumed with `()` and suspends with a [`Suspend`](super::seam::Suspend) reason; its entry
 //! records the yielder it suspends through in the meta, before the body
 //! runs.
 
-use super::seam::Suspend;
+use super::seam::{Coro, TaskYielder};
 use super::TaskRef;
 use crate::stack::{self, TaskStack};
-use corosensei::{Coroutine, Yielder};
+use corosensei::Coroutine;
 use std::panic::{self, AssertUnwindSafe};
-
-/// A task's coroutine: resumed with `()`, suspends with a [`Suspend`] reason.
-pub(crate) type Coro = Coroutine<(), Suspend, (), TaskStack>;
-/// What a task switches out through.
-pub(crate) type TaskYielder = Yielder<(), Suspend>;
 
 /// A task body on its way into a coroutine built at spawn. If the
 /// coroutine is dropped before it ever runs (its task cancelled at
@@ -37,7 +32,7 @@ impl<B: FnOnce(TaskRef)> UnrunBody<B> {
         let body = self.body.take().expect("a body runs once");
         body(self.t);
         // Its task-locals drop as the task ends, as a thread's do.
-        super::locals::drop_locals(self.t);
+        drop_locals(self.t);
     }
 }
 
@@ -118,4 +113,30 @@ pub(crate) fn drop_contained<V>(t: TaskRef, what: &str, expected: impl FnOnce() 
 /// nor leak what the cancel does next.
 pub(crate) fn drop_cancelled<V>(t: TaskRef, held: V) {
     drop_contained(t, "a cancelled task's captures", || false, held);
+}
+
+/// Rounds of drops that may each leave new values behind (a `Drop` that
+/// uses a key) before the rest is leaked, as `thread_local!` gives up on
+/// keys used from destructors.
+const DROP_ROUNDS: usize = 4;
+
+/// Drops `t`'s task-local values, as the task, when its body has returned.
+/// Values a `Drop` makes again are dropped in turn, for a few rounds; a
+/// `Drop` that panics is contained and reported.
+pub(crate) fn drop_locals(t: TaskRef) {
+    for _ in 0..DROP_ROUNDS {
+        // SAFETY: we are the task itself, past its body: nothing borrows
+        // its values any more.
+        let values = unsafe { (*t.locals_ptr()).take() };
+        if values.is_empty() {
+            return;
+        }
+        drop_contained(t, "a task-local value", || false, values);
+    }
+    // SAFETY: as above.
+    let left = unsafe { (*t.locals_ptr()).take() };
+    if !left.is_empty() {
+        tracing::warn!(task = %t.id(), "task-local destructors keep making values; leaking them");
+        std::mem::forget(left);
+    }
 }

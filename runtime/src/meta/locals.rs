@@ -2,14 +2,13 @@
 //!
 //! A task's [`LocalValues`] lives in its meta and is touched only by the
 //! task itself: looked up and filled by the running task, emptied when its
-//! body returns ([`drop_locals`], from the coroutine's entry), so a value
+//! body returns (`coro::drop_locals`, from the coroutine's entry), so a value
 //! drops on the task's own stack, before its joiner can see it finished.
 //! Values are boxed, so a reference handed out stays put while other keys
 //! are added; nothing is removed before the task ends. A key is the address
 //! of its `static`, unique in the process. Empty storage allocates nothing,
 //! so a task that uses no key costs nothing here.
 
-use super::TaskRef;
 use std::any::Any;
 
 /// The values a task (or a plain thread) has for its `task_local!` keys.
@@ -73,30 +72,4 @@ fn ptr_of<T: 'static>(v: &Box<dyn Any>) -> *const T {
         .downcast_ref::<T>()
         .expect("a task-local key stores values of its own type");
     v
-}
-
-/// Rounds of drops that may each leave new values behind (a `Drop` that
-/// uses a key) before the rest is leaked, as `thread_local!` gives up on
-/// keys used from destructors.
-const DROP_ROUNDS: usize = 4;
-
-/// Drops `t`'s task-local values, as the task, when its body has returned.
-/// Values a `Drop` makes again are dropped in turn, for a few rounds; a
-/// `Drop` that panics is contained and reported.
-pub(crate) fn drop_locals(t: TaskRef) {
-    for _ in 0..DROP_ROUNDS {
-        // SAFETY: we are the task itself, past its body: nothing borrows
-        // its values any more.
-        let values = unsafe { (*t.locals_ptr()).take() };
-        if values.is_empty() {
-            return;
-        }
-        super::drop_contained(t, "a task-local value", || false, values);
-    }
-    // SAFETY: as above.
-    let left = unsafe { (*t.locals_ptr()).take() };
-    if !left.is_empty() {
-        tracing::warn!(task = %t.id(), "task-local destructors keep making values; leaking them");
-        std::mem::forget(left);
-    }
 }

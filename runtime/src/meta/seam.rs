@@ -18,8 +18,15 @@
 
 use super::wait_queue::WaitNode;
 use super::TaskRef;
+use crate::stack::TaskStack;
+use corosensei::{Coroutine, Yielder};
 use std::ptr::NonNull;
 use std::time::Instant;
+
+/// A task's coroutine: resumed with `()`, suspends with a [`Suspend`] reason.
+pub(crate) type Coro = Coroutine<(), Suspend, (), TaskStack>;
+/// What a task switches out through.
+pub(crate) type TaskYielder = Yielder<(), Suspend>;
 
 /// Why a task switched out; acted upon by its worker after the switch.
 #[derive(Debug)]
