@@ -16,28 +16,15 @@
 //! results — is a wait on a `WaitQueue`; they differ in what they do, not
 //! in their type, so the worker calls the seam without dynamic dispatch.
 
-use super::wait_queue::WaitNode;
 use super::TaskRef;
-use crate::stack::TaskStack;
-use corosensei::{Coroutine, Yielder};
-use std::ptr::NonNull;
 use std::time::Instant;
 
-/// A task's coroutine: resumed with `()`, suspends with a [`Suspend`] reason.
-pub(crate) type Coro = Coroutine<(), Suspend, (), TaskStack>;
-/// What a task switches out through.
-pub(crate) type TaskYielder = Yielder<(), Suspend>;
-
-/// Why a task switched out; acted upon by its worker after the switch.
-#[derive(Debug)]
-pub(crate) enum Suspend {
-    /// Queue me behind the other ready tasks.
-    Yield,
-    /// Block me in this wait; it is mine (alive) until I resume.
-    Block(BlockerRef),
-    /// Run this never-run child now, then me.
-    Urgent(TaskRef),
-}
+// The types a task switches out with live beside the meta that holds the
+// coroutine (`task_meta.rs`): a meta holds its coroutine, which suspends
+// with a `Suspend`, which may name the `WaitNode` of a wait, whose waiter
+// is a `TaskRef` into a meta. With them here, three files would import
+// each other in a ring.
+pub(crate) use super::task_meta::{BlockerRef, Coro, Suspend, TaskYielder};
 
 /// What a worker does after [`Blocker::block`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,30 +73,4 @@ pub(crate) unsafe trait Blocker {
     /// # Safety
     /// As [`end_due_sleep`](Self::end_due_sleep).
     unsafe fn end_at_stop(&self) -> bool;
-}
-
-/// A pointer to the [`Blocker`] a task waits in: the node of its wait, in
-/// its meta. Every wait of a task is a wait on a `WaitQueue` (see the
-/// module docs), so the seam has one implementor, and the worker calls it
-/// without dynamic dispatch; what differs between waits is what they do in
-/// `block`, not their type. The node lives as long as the wait: until the
-/// task resumes (see [`Suspend::Block`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct BlockerRef(NonNull<WaitNode>);
-
-impl BlockerRef {
-    /// A pointer to `node`, which its task's wait keeps alive until the
-    /// task resumes.
-    pub(crate) fn new(node: &WaitNode) -> Self {
-        BlockerRef(NonNull::from(node))
-    }
-
-    /// The blocker.
-    ///
-    /// # Safety
-    /// Its task has not resumed since it suspended with this blocker.
-    pub(crate) unsafe fn get(&self) -> &WaitNode {
-        // SAFETY: the caller's contract: the wait is alive.
-        unsafe { self.0.as_ref() }
-    }
 }

@@ -2,7 +2,8 @@
 //! task ended ([`EndState`]) and who drops its result ([`ResultState`]).
 //!
 //! The parent module's docs say who owns which field. The meta holds the
-//! coroutine (its type is the seam's), the slots, the wait queues and the
+//! coroutine (its type, and the `Suspend` it switches out with, are here
+//! too: the seam re-exports them), the slots, the wait queues and the
 //! task-local values, and most of those name a task by its `TaskRef`: so
 //! the meta is a file of its own that they import, and `meta/mod.rs` only
 //! re-exports (tests/layers.rs keeps the import circles small). The fields
@@ -11,7 +12,6 @@
 //! `mod.rs`.
 
 use super::locals::LocalValues;
-use super::seam::{Coro, TaskYielder};
 use super::slots::{PendingBody, ResultSlot};
 use super::wait_queue::{WaitNode, WaitQueue};
 use crate::id::TaskId;
@@ -21,6 +21,7 @@ use crate::loom::sync::atomic::{
 use crate::loom::sync::{Mutex, MutexGuard};
 use crate::loom::UnsafeCell;
 use crate::stack::TaskStack;
+use corosensei::{Coroutine, Yielder};
 use std::cell::Cell;
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -805,3 +806,51 @@ pub(crate) fn leak_for_model() -> TaskRef {
 // atomics and locks are larger and model, not measure.)
 #[cfg(not(loom))]
 const _: () = assert!(std::mem::offset_of!(TaskMeta, slot) <= 3 * 64);
+
+// ----------------------------------------------- how a task switches out
+//
+// The seam's types that a meta holds (`seam.rs` re-exports them): they
+// live here so that the meta, the seam and the wait queue do not import
+// each other in a ring.
+
+/// A task's coroutine: resumed with `()`, suspends with a [`Suspend`] reason.
+pub(crate) type Coro = Coroutine<(), Suspend, (), TaskStack>;
+/// What a task switches out through.
+pub(crate) type TaskYielder = Yielder<(), Suspend>;
+
+/// Why a task switched out; acted upon by its worker after the switch.
+#[derive(Debug)]
+pub(crate) enum Suspend {
+    /// Queue me behind the other ready tasks.
+    Yield,
+    /// Block me in this wait; it is mine (alive) until I resume.
+    Block(BlockerRef),
+    /// Run this never-run child now, then me.
+    Urgent(TaskRef),
+}
+
+/// A pointer to the [`Blocker`](super::seam::Blocker) a task waits in: the node of its wait, in
+/// its meta. Every wait of a task is a wait on a `WaitQueue` (see the
+/// module docs), so the seam has one implementor, and the worker calls it
+/// without dynamic dispatch; what differs between waits is what they do in
+/// `block`, not their type. The node lives as long as the wait: until the
+/// task resumes (see [`Suspend::Block`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockerRef(NonNull<WaitNode>);
+
+impl BlockerRef {
+    /// A pointer to `node`, which its task's wait keeps alive until the
+    /// task resumes.
+    pub(crate) fn new(node: &WaitNode) -> Self {
+        BlockerRef(NonNull::from(node))
+    }
+
+    /// The blocker.
+    ///
+    /// # Safety
+    /// Its task has not resumed since it suspended with this blocker.
+    pub(crate) unsafe fn get(&self) -> &WaitNode {
+        // SAFETY: the caller's contract: the wait is alive.
+        unsafe { self.0.as_ref() }
+    }
+}
