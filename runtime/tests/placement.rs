@@ -48,26 +48,30 @@ fn placing_a_task_on_a_worker_the_runtime_lacks_is_an_error() {
 
 /// Four tasks spawned in a burst from a plain thread, each brief, start on
 /// the worker that thread spawns onto: the other worker, woken to look,
-/// leaves them to it, since no task holds it. (With one shared injector,
-/// the first worker took half of them and woke the other for the rest.)
-/// A worker preempted by the OS in the middle of a task looks held up, and
-/// a thief then rightly takes its tasks: so the burst is tried up to five
-/// times, and one burst that starts together is enough.
+/// leaves them to it, since no task holds it. With one shared injector, as
+/// before, the first worker took half of them and woke the other for the
+/// rest: 17-29 of 100 such bursts started on one worker, against 100 of
+/// 100 now. A worker preempted by the OS in the middle of a task looks held
+/// up, and a thief then rightly takes its tasks: so 15 of 20 bursts must
+/// start together, not all.
 #[test]
 fn a_plain_threads_burst_starts_on_one_worker() {
     let rt = rt(2);
-    let mut bursts = Vec::new();
-    for _ in 0..5 {
-        let hs: Vec<_> = (0..4).map(|_| rt.spawn(os_thread)).collect();
-        let threads: HashSet<ThreadId> = hs.into_iter().map(|h| h.join().unwrap()).collect();
-        if threads.len() == 1 {
-            return;
-        }
-        bursts.push(threads.len());
-        // Let both workers park before the next burst.
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("no burst of four started on one worker: {bursts:?} threads per burst");
+    let together = (0..20)
+        .filter(|i| {
+            let hs: Vec<_> = (0..4).map(|_| rt.spawn(os_thread)).collect();
+            let threads: HashSet<ThreadId> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+            // Every other burst finds both workers parked.
+            if i % 2 == 0 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            threads.len() == 1
+        })
+        .count();
+    assert!(
+        together >= 15,
+        "{together} of 20 bursts of four started on one worker"
+    );
 }
 
 /// A new task queued behind a task that holds its worker (it spawns the
