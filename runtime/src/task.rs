@@ -103,15 +103,7 @@ impl Builder {
         if control.stopping.load(Ordering::Acquire) {
             return cancelled_at_once(f);
         }
-        let worker = match self.worker {
-            Some(w) if control.group(w).is_none() => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("the runtime has no worker {w}"),
-                ))
-            }
-            w => w,
-        };
+        let worker = placed_worker(control, self.worker)?;
         let t = prepare(control, self.stack_size, self.name, move |t| run_body(t, f))?;
         // The handle first: an urgent start switches to the child, and if
         // the runtime stops before this task runs again, this task is
@@ -119,10 +111,7 @@ impl Builder {
         // it unwinds; made after `start`, it would never exist, and the
         // child's slot would wait for it for good.
         let handle = JoinHandle::new(t);
-        match worker {
-            Some(w) => control.push_placed(t, w),
-            None => start(control, t, order),
-        }
+        start_placed(control, t, worker, order);
         Ok(handle)
     }
 }
@@ -207,12 +196,34 @@ where
     if control.stopping.load(Ordering::Acquire) {
         return cancelled_at_once(task_body);
     }
+    let worker = placed_worker(control, builder.worker)?;
     // SAFETY: the caller's promise covers what the body borrows: the task
     // uses none of it once the token has dropped.
     let t = unsafe { prepare_unchecked(control, builder.stack_size, builder.name, task_body)? };
     let handle = JoinHandle::new(t);
-    start(control, t, RunOrder::Queued);
+    start_placed(control, t, worker, RunOrder::Queued);
     Ok(handle)
+}
+
+/// The worker a `Builder::worker` placement names, checked: an error if
+/// the runtime has no such worker.
+fn placed_worker(control: &TaskControl, worker: Option<usize>) -> io::Result<Option<usize>> {
+    match worker {
+        Some(w) if control.group(w).is_none() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("the runtime has no worker {w}"),
+        )),
+        w => Ok(w),
+    }
+}
+
+/// Starts a prepared task: on the worker it was placed on, if any, else
+/// as [`start`] does.
+fn start_placed(control: &TaskControl, t: TaskRef, worker: Option<usize>, order: RunOrder) {
+    match worker {
+        Some(w) => control.push_placed(t, w),
+        None => start(control, t, order),
+    }
 }
 
 /// Drops a detached task's result, as the task. A `Drop` that panics is

@@ -50,7 +50,7 @@ fn a_timed_wait_times_out_from_a_task_and_a_thread() {
 
 /// Waiters are woken in the order they started waiting. (Not spawn order:
 /// the scheduler may start tasks out of spawn order, e.g. a fairness tick
-/// taking a newer task from the injector. With one worker, a task records
+/// taking a newer task from the inbox. With one worker, a task records
 /// itself and links its wait in the same run slice, so the record order is
 /// the wait order.)
 #[test]

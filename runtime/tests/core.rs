@@ -931,11 +931,11 @@ fn spawns_from_outside_are_not_starved_by_busy_workers() {
 }
 
 /// A steady flood of spawns from a plain thread, enough to keep the
-/// injector from ever running dry, does not starve a task that is woken
-/// again and again (here by its sleeps' timers) on the same worker. (It
-/// would be starved if every starvation guard tick ran a task from the
-/// injector and refilled `fresh` with a batch, and `fresh` always went
-/// before the woken.)
+/// worker's inbox from ever running dry, does not starve a task that is
+/// woken again and again (here by its sleeps' timers) on the same worker.
+/// (It would be starved if every starvation guard tick ran a task from the
+/// inbox and refilled `fresh` with a batch, and `fresh` always went before
+/// the woken.)
 #[test]
 fn a_flood_of_spawns_from_a_thread_does_not_starve_woken_tasks() {
     const IN_FLIGHT: usize = 1_000;

@@ -65,7 +65,8 @@ impl GroupStats {
 /// The part of a worker (`TaskGroup`) that other threads touch.
 #[derive(Debug)]
 pub(crate) struct GroupRemote {
-    /// Tasks pushed by other threads: wake-ups of tasks pinned here.
+    /// Tasks pushed by other threads: wake-ups of tasks pinned here, and
+    /// never-run tasks placed here (`push_placed`), which first run here.
     pub(crate) woken: RemoteQueue,
     /// Calls of [`TaskControl::push_remote`] to this worker still under way.
     pub(crate) wakers: AtomicUsize,
@@ -78,7 +79,8 @@ pub(crate) struct GroupRemote {
     pub(crate) lifo: AtomicPtr<TaskMeta>,
     pub(crate) stats: GroupStats,
     /// The id of the task the worker is running, 0 between tasks (read by
-    /// the stall watchdog).
+    /// the stall watchdog, and by thieves deciding whether this worker is
+    /// held up: `TaskGroup::may_take_new_tasks_of`).
     pub(crate) running: AtomicU64,
     /// The worker's poller, once it has one (for its count of fds).
     pub(crate) io_sources: OnceLock<Arc<PollerShared>>,
@@ -204,8 +206,8 @@ impl TaskControl {
     /// task spawns onto its own worker, so that the tasks a thread spawns
     /// together start together and talk through local switches; idle
     /// workers steal them as they steal any new task (`TaskGroup::steal`).
-    /// Wakes that worker if it is parked; if it is busy with a task, a
-    /// parked worker is woken to take them, should that task hold it long.
+    /// Wakes that worker if it is parked; if it is awake, makes sure a
+    /// worker is searching, to take them should a task hold it long.
     pub(crate) fn push_outside(&self, task: TaskRef) {
         let w = outside_worker(self);
         let g = self
@@ -213,7 +215,7 @@ impl TaskControl {
             .expect("the workers are started before any spawn");
         task.enqueued();
         g.inbox.push(task);
-        self.idle.notify_inbox(w, g.running.load(Relaxed) != 0);
+        self.idle.notify_inbox(w);
     }
 
     /// Queues a never-run task on worker `w`'s remote queue, which only `w`

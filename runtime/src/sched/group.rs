@@ -98,6 +98,12 @@ const STEAL_AT_ONCE: usize = 8;
 /// steal, well under the cost of the cross-worker wake-ups a misplaced
 /// task pays for its whole life.
 const STEAL_GRACE: Duration = Duration::from_micros(10);
+/// A worker seen between tasks (or parked, or on its way out of a park)
+/// with new tasks queued gets longer: it is about to take them, unless the
+/// OS has taken its CPU, or a wake-up of its vCPU is slow.
+const IDLE_STEAL_GRACE: Duration = Duration::from_micros(50);
+/// The longest a thief that held back parks before it looks again.
+const DECLINE_WAIT_MAX: Duration = Duration::from_millis(1);
 
 /// Rounds of searching before a thief takes another worker's LIFO task:
 /// about a microsecond, the time its owner needs to switch to it.
@@ -109,9 +115,9 @@ const LIFO_GRACE_ROUNDS: u32 = 8;
 /// a count of `pause` instructions, whose length varies tenfold between CPUs
 /// (64 rounds of them take 63-150 µs on an AMD EPYC guest).
 const SPIN_TIME: Duration = Duration::from_micros(20);
-/// A look that finds work from elsewhere within this long is not charged
-/// to the spin budget (`TaskGroup::settle_spin`): about what parking and
-/// being woken would have cost the worker's own CPU.
+/// The first this much of a look that finds work from elsewhere is not
+/// charged to the spin budget (`TaskGroup::settle_spin`): about what
+/// parking and being woken would have cost the worker's own CPU.
 const PRODUCTIVE_SPIN: Duration = Duration::from_micros(5);
 /// A worker prefetches the stack frames of the next task in its ready queue
 /// (`TaskMeta::prefetch_frames`) when the queue is at least this long. The
@@ -217,9 +223,11 @@ pub(crate) struct TaskGroup {
     /// Per other worker: how long it has been seen held by one task
     /// (`may_take_new_tasks_of`).
     sightings: Box<[Cell<Option<Sighting>>]>,
-    /// Set when a steal held back from a busy worker's new tasks: the park
-    /// that follows ends after [`STEAL_GRACE`], to look again.
+    /// Set when a steal held back from another worker's new tasks: the
+    /// park that follows is bounded, to look again (`next_decline_wait`).
     declined_steal: Cell<bool>,
+    /// How long that park lasts next time (`next_decline_wait`).
+    decline_wait: Cell<Duration>,
 }
 
 /// Another worker as a thief last saw it running: which task, its switch
@@ -352,6 +360,7 @@ impl TaskGroup {
             poller: OnceCell::new(),
             sightings: (0..super::MAX_WORKERS).map(|_| Cell::new(None)).collect(),
             declined_steal: Cell::new(false),
+            decline_wait: Cell::new(STEAL_GRACE),
         }
     }
 
@@ -565,7 +574,13 @@ impl TaskGroup {
                 continue;
             }
             let queued = g.stealer.len() + g.inbox.len();
-            let lifo_task = lifo == LifoSlots::Take && !g.lifo.load(Relaxed).is_null();
+            let lifo_held = !g.lifo.load(Relaxed).is_null();
+            if lifo == LifoSlots::Leave && lifo_held {
+                // Left to its owner for now: a park after this look is
+                // bounded, to come back for it.
+                self.declined_steal.set(true);
+            }
+            let lifo_task = lifo == LifoSlots::Take && lifo_held;
             if queued == 0 && !lifo_task {
                 continue;
             }
@@ -602,34 +617,37 @@ impl TaskGroup {
     fn leaves_new_tasks_to(&self, victim: &GroupRemote) -> bool {
         let mine = io_load(self.remote());
         mine > IO_BALANCE_MARGIN
-            && mine > io_load(victim) + victim.stealer.len() + IO_BALANCE_MARGIN
+            && mine
+                > io_load(victim) + victim.stealer.len() + victim.inbox.len() + IO_BALANCE_MARGIN
     }
 
     /// Whether this worker may take `victim`'s new tasks now, `queued` of
     /// them: at once if they are many ([`STEAL_AT_ONCE`]); else only if
-    /// the victim has been held by one task for [`STEAL_GRACE`], as this
-    /// worker has seen it. A victim between tasks, or looking for work,
-    /// gets to its new tasks itself, and soon: a task started where it was
-    /// spawned talks to its spawner and siblings through local switches,
-    /// and never moves, so stealing it would make every message between
-    /// them a wake-up across workers for the task's whole life (Go's
-    /// thieves give a running P's `runnext` the same grace). A thief that
-    /// holds back parks no longer than the grace (`declined_steal`).
+    /// the victim has been held by one task for [`STEAL_GRACE`], or seen
+    /// between tasks (parked, waking) for [`IDLE_STEAL_GRACE`], with its
+    /// switch count unchanged, as this worker has seen it. A victim that
+    /// switches gets to its new tasks itself, and soon: a task started
+    /// where it was spawned talks to its spawner and siblings through local
+    /// switches, and never moves, so stealing it would make every message
+    /// between them a wake-up across workers for the task's whole life
+    /// (Go's thieves give a running P's `runnext` the same grace). A thief
+    /// that holds back parks for a bounded time (`declined_steal`).
     fn may_take_new_tasks_of(&self, victim: usize, g: &GroupRemote, queued: usize) -> bool {
         if queued >= STEAL_AT_ONCE {
             return true;
         }
         let sighting = &self.sightings[victim];
         let running = g.running.load(Relaxed);
-        if running == 0 {
-            sighting.set(None);
-            return false;
-        }
+        let grace = if running == 0 {
+            IDLE_STEAL_GRACE
+        } else {
+            STEAL_GRACE
+        };
         let switches = g.stats.switches.load(Relaxed);
         let now = Instant::now();
         match sighting.get() {
             Some(seen) if seen.task == running && seen.switches == switches => {
-                now.saturating_duration_since(seen.since) >= STEAL_GRACE
+                now.saturating_duration_since(seen.since) >= grace
             }
             _ => {
                 sighting.set(Some(Sighting {
@@ -684,6 +702,7 @@ impl TaskGroup {
                 SpinEnd::Found(t, by) => (Look::Found(t), by),
                 SpinEnd::Again => (Look::Again, FoundBy::Nothing),
                 SpinEnd::Spun => match self.wait_for_near_sleep(&mut plan) {
+                    Some(Look::Found(t)) => (Look::Found(t), FoundBy::Elsewhere),
                     Some(look) => (look, FoundBy::Nothing),
                     None if self.release_surplus_stacks(Instant::now()) => {
                         (Look::Again, FoundBy::Nothing)
@@ -817,19 +836,31 @@ impl TaskGroup {
     }
 
     /// Step 5: until when to park: shortly before a sleep of ours is due
-    /// (step 4), and no longer than [`STEAL_GRACE`] if a steal held back
-    /// from a busy worker's new tasks, to look at them again.
+    /// (step 4), and, if a steal held back from another worker's new
+    /// tasks, no longer than it takes to look at them again
+    /// ([`next_decline_wait`](Self::next_decline_wait)).
     fn park_deadline(&self, plan: &SpinPlan) -> Option<Instant> {
         if !self.declined_steal.replace(false) {
             return plan.park_until;
         }
-        let again = Instant::now() + STEAL_GRACE;
+        let again = Instant::now() + self.next_decline_wait();
         Some(plan.park_until.map_or(again, |t| t.min(again)))
     }
 
+    /// How long a worker that held back from another worker's new tasks
+    /// parks before it looks at them again: [`STEAL_GRACE`] at first,
+    /// doubling with every such park up to [`DECLINE_WAIT_MAX`] until it
+    /// finds work, so a busy worker that keeps getting to its new tasks
+    /// itself, slowly, does not keep the idle ones waking every 10 µs.
+    fn next_decline_wait(&self) -> Duration {
+        let wait = self.decline_wait.get();
+        self.decline_wait.set((wait * 2).min(DECLINE_WAIT_MAX));
+        wait
+    }
+
     /// The end of a look: charges its time to the spin budget if the plan
-    /// says so. Time that found work from elsewhere within
-    /// [`PRODUCTIVE_SPIN`] is not charged: parking and being woken would
+    /// says so, less the first [`PRODUCTIVE_SPIN`] of a look that found
+    /// work from elsewhere: parking and being woken would
     /// have cost this worker's CPU about as much (futex wait and wake, a
     /// halted vCPU resumed), and the work far more latency. So two tasks
     /// that talk across workers keep both spinning while they talk, and
@@ -1215,7 +1246,14 @@ impl IdleWorker for TaskGroup {
     }
 
     fn last_look(&self) -> Option<TaskRef> {
+        self.declined_steal.set(false);
         TaskGroup::next_local(self).or_else(|| self.steal(LifoSlots::Take))
+    }
+
+    fn look_again_at(&self) -> Option<Instant> {
+        self.declined_steal
+            .replace(false)
+            .then(|| Instant::now() + self.next_decline_wait())
     }
 
     fn stealable_in_sight(&self) -> bool {
@@ -1227,6 +1265,7 @@ impl IdleWorker for TaskGroup {
     }
 
     fn search_ended(&self, t: &TaskRef) {
+        self.decline_wait.set(STEAL_GRACE);
         self.poll.work_found(t.woken_by_timer());
     }
 

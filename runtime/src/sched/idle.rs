@@ -5,7 +5,7 @@
 //! (awake, looking for work: they will find new work on their own) and
 //! `parked` (on a lot, or about to be). Each worker also has a park state:
 //! `Awake`, `Parked`, or `Notified` (parked, and picked by a producer to go
-//! and search). Work comes in two kinds:
+//! and search). Work comes in three kinds:
 //!
 //! - *Stealable* work (a new task): after pushing it, a producer calls
 //!   [`Idle::notify_work`], which wakes a worker only if none is searching and
@@ -19,6 +19,12 @@
 //!   on its home worker, see `docs/safety.md`): after pushing it on the home
 //!   worker's remote queue, [`Idle::notify_worker`] wakes that worker only if
 //!   it is not awake.
+//! - *Placed* new work (a task a plain thread spawned into the inbox of the
+//!   worker it spawns onto): [`Idle::notify_inbox`] picks that worker if it
+//!   is parked, as `notify_work` picks one (`Notified`, counted as a
+//!   searcher); if it is awake, it makes sure of a searcher as
+//!   `notify_work` does, which takes the task only if that worker is held
+//!   up (`TaskGroup::may_take_new_tasks_of`).
 //!
 //! A lot may be shared by several workers (worker `i` parks on lot `i % 4`),
 //! but every wake-up is meant for one worker, so each waits with a bit of its
@@ -146,6 +152,10 @@ pub(crate) trait IdleWorker {
     /// The last look of a worker about to park (after it published that it
     /// parks: see the module docs).
     fn last_look(&self) -> Option<Self::Task>;
+    /// After a fruitless last look: when to look again even if nothing
+    /// wakes the worker (its look held back from work it may need to take
+    /// later), if ever.
+    fn look_again_at(&self) -> Option<Instant>;
     /// Whether stealable work is in sight for another worker.
     fn stealable_in_sight(&self) -> bool;
     /// The worker slept on its lot (for stats).
@@ -268,6 +278,12 @@ impl Idle {
     #[inline]
     pub(crate) fn notify_work(&self, from: usize) {
         fence(SeqCst);
+        self.notify_work_fenced(from);
+    }
+
+    /// [`notify_work`](Self::notify_work) after its fence.
+    #[inline]
+    fn notify_work_fenced(&self, from: usize) {
         if self.searching.load(Relaxed) > 0 || self.parked.load(Relaxed) == 0 {
             return;
         }
@@ -312,11 +328,12 @@ impl Idle {
     /// `w` is picked as [`signal_task`](Self::signal_task) picks a worker
     /// (`Notified`, counted as searching on its behalf), so the spawns that
     /// follow while it wakes up make no syscall; a `w` already notified is
-    /// on its way. An awake `w` finds the task itself, unless it is `busy`
-    /// running a task: then a searcher is made sure of, which takes the
-    /// task if that run holds `w` long (`TaskGroup::steal`'s patience).
+    /// on its way. For an awake `w`, a searcher is made sure of, as for any
+    /// new task ([`notify_work`](Self::notify_work)): `w` may be about to
+    /// start a long task, and the searcher takes the new one if that run
+    /// holds `w` long (`TaskGroup::steal`'s patience).
     #[inline]
-    pub(crate) fn notify_inbox(&self, w: usize, busy: bool) {
+    pub(crate) fn notify_inbox(&self, w: usize) {
         fence(SeqCst);
         match self.states.load(w) {
             ParkState::Parked => {
@@ -326,8 +343,7 @@ impl Idle {
                 }
             }
             ParkState::Notified => {}
-            ParkState::Awake if busy => self.notify_work(w),
-            ParkState::Awake => {}
+            ParkState::Awake => self.notify_work_fenced(w),
         }
     }
 
@@ -431,6 +447,10 @@ impl Idle {
         fence(SeqCst);
         let found = w.last_look();
         let slept = found.is_none() && !w.stopping();
+        let until = match (until, found.is_none().then(|| w.look_again_at()).flatten()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if slept {
             if w.polls() {
                 // Blocks in the poller only if the lot's state has not

@@ -140,6 +140,10 @@ impl IdleWorker for ModelWorker<'_> {
         !self.rt.stealable.is_empty() || !self.rt.stealable2.is_empty()
     }
     fn parked(&self) {}
+    fn look_again_at(&self) -> Option<Instant> {
+        None
+    }
+
     fn search_ended(&self, _: &u32) {}
     fn polls(&self) -> bool {
         self.rt.pollers[self.me].is_some()
