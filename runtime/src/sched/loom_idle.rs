@@ -47,9 +47,12 @@ impl Slot {
     }
 }
 
-/// A worker's own queue (work pinned to it).
+/// A worker's own queues: work pinned to it, and its inbox (spawns from a
+/// plain thread onto it; in the models only its worker takes from it, the
+/// strictest case: a thief's patience may leave it there).
 struct Pinned {
     pinned: Slot,
+    inbox: Slot,
 }
 
 struct Rt {
@@ -125,7 +128,8 @@ impl IdleWorker for ModelWorker<'_> {
         self.rt.stopping.load(SeqCst)
     }
     fn next_local(&self) -> Option<u32> {
-        self.rt.workers[self.me].pinned.pop()
+        let mine = &self.rt.workers[self.me];
+        mine.pinned.pop().or_else(|| mine.inbox.pop())
     }
     fn look(&self) -> Look<u32> {
         match self.steal() {
@@ -220,9 +224,11 @@ fn runtime_polling(polling: [bool; 2]) -> Arc<Rt> {
         workers: [
             Pinned {
                 pinned: Slot::new(),
+                inbox: Slot::new(),
             },
             Pinned {
                 pinned: Slot::new(),
+                inbox: Slot::new(),
             },
         ],
         done: AtomicUsize::new(0),
@@ -372,5 +378,49 @@ fn loom_fd_events_and_spawns_reach_polling_workers() {
         let mut all: Vec<u32> = ran.concat();
         all.sort();
         assert_eq!(all, [5, 7]);
+    });
+}
+
+/// A spawn from a plain thread into worker 1's inbox reaches worker 1,
+/// whether it is running, on its way to park, or parked (then it is picked
+/// as `Notified`, and counted as a searcher on its behalf), even though no
+/// other worker takes from that inbox. (Without the fence between the push
+/// and the read of the worker's state, or with the inbox left out of the
+/// last look before parking, the model deadlocks.)
+#[test]
+fn loom_an_inbox_spawn_reaches_its_worker() {
+    model_bounded(3, || {
+        let rt = runtime();
+        let ws = start_workers(&rt, 1);
+        rt.workers[1].inbox.push(9);
+        rt.idle.notify_inbox(1);
+        let ran: Vec<Vec<u32>> = ws.into_iter().map(|w| w.join().unwrap()).collect();
+        assert_eq!(ran, [vec![], vec![9]]);
+        assert_eq!(rt.idle.searching.load(SeqCst), 0, "no searcher left over");
+    });
+}
+
+/// An inbox spawn (which may pick its parked worker as a searcher) racing
+/// a notification of stealable work (which picks a parked worker too):
+/// both tasks run, the inbox's on its worker, and no searcher count is
+/// left behind.
+#[test]
+fn loom_inbox_and_stealable_spawns_race() {
+    model(|| {
+        let rt = runtime();
+        let ws = start_workers(&rt, 2);
+        let other = producer(&rt, |rt| {
+            rt.workers[0].inbox.push(9);
+            rt.idle.notify_inbox(0);
+        });
+        rt.stealable.push(7);
+        rt.idle.notify_work(1);
+        other.join().unwrap();
+        let ran: Vec<Vec<u32>> = ws.into_iter().map(|w| w.join().unwrap()).collect();
+        assert!(ran[0].contains(&9), "the inbox's task ran on its worker");
+        let mut all: Vec<u32> = ran.concat();
+        all.sort();
+        assert_eq!(all, [7, 9]);
+        assert_eq!(rt.idle.searching.load(SeqCst), 0, "no searcher left over");
     });
 }
