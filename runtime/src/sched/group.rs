@@ -18,7 +18,7 @@
 //!
 //! The loop takes work in this order: `next` (the child of a
 //! `spawn_urgent`), the LIFO slot (the last task spawned here, likeliest to
-//! be joined next), `fresh`, then `ready` (so a yield goes behind the tasks
+//! be joined next), `fresh`, the inbox, then `ready` (so a yield goes behind the tasks
 //! spawned before it), with the remote queue appended to
 //! `ready` just before each take from it and before a yield is queued (so a
 //! woken task waits behind the started tasks that were ready before it, not
@@ -520,16 +520,26 @@ impl TaskGroup {
         // New tasks before yielded ones: a yield goes behind everything that
         // was runnable when it happened, as in bthread's single run queue.
         // The last spawned first: it is the likeliest to be joined next.
-        if let Some(t) = Self::take_lifo(self.remote()) {
+        let me = self.remote();
+        if let Some(t) = Self::take_lifo(me) {
             return Some(t);
         }
         if let Some(t) = self.fresh.pop() {
             return Some(t);
         }
+        // Then spawns from plain threads onto this worker: new tasks too,
+        // so a task that yields or polls before it waits does not hold back
+        // the task spawned beside it (long enough, a thief takes that one
+        // away for good). An empty inbox costs two loads.
+        if !me.inbox.is_empty() {
+            if let Some(t) = self.take_from_inbox() {
+                return Some(t);
+            }
+        }
         // Tasks woken from elsewhere join the ready queue as soon as they
         // are seen (an empty remote queue costs one load), so a worker busy
         // with yielding tasks runs them after those ready before them.
-        self.remote().woken.take_all(&self.ready);
+        me.woken.take_all(&self.ready);
         self.ready.pop_front()
     }
 
