@@ -98,9 +98,10 @@ const STEAL_AT_ONCE: usize = 8;
 /// steal, well under the cost of the cross-worker wake-ups a misplaced
 /// task pays for its whole life.
 const STEAL_GRACE: Duration = Duration::from_micros(10);
-/// A worker seen between tasks (or parked, or on its way out of a park)
-/// with new tasks queued gets longer: it is about to take them, unless the
-/// OS has taken its CPU, or a wake-up of its vCPU is slow.
+/// A worker seen awake between tasks with new tasks queued gets longer: it
+/// is about to take them, unless the OS has taken its CPU. (One woken to
+/// take them is left to them however long its wake-up takes: a thief would
+/// only race it.)
 const IDLE_STEAL_GRACE: Duration = Duration::from_micros(50);
 /// The longest a thief that held back parks before it looks again.
 const DECLINE_WAIT_MAX: Duration = Duration::from_millis(1);
@@ -634,8 +635,9 @@ impl TaskGroup {
     /// Whether this worker may take `victim`'s new tasks now, `queued` of
     /// them: at once if they are many ([`STEAL_AT_ONCE`]); else only if
     /// the victim has been held by one task for [`STEAL_GRACE`], or seen
-    /// between tasks (parked, waking) for [`IDLE_STEAL_GRACE`], with its
-    /// switch count unchanged, as this worker has seen it. A victim that
+    /// awake between tasks for [`IDLE_STEAL_GRACE`], with its switch count
+    /// unchanged, as this worker has seen it (a victim on its way out of a
+    /// park takes them itself). A victim that
     /// switches gets to its new tasks itself, and soon: a task started
     /// where it was spawned talks to its spawner and siblings through local
     /// switches, and never moves, so stealing it would make every message
@@ -648,10 +650,15 @@ impl TaskGroup {
         }
         let sighting = &self.sightings[victim];
         let running = g.running.load(Relaxed);
-        let grace = if running == 0 {
+        let grace = if running != 0 {
+            STEAL_GRACE
+        } else if self.control.idle.is_awake(victim) {
             IDLE_STEAL_GRACE
         } else {
-            STEAL_GRACE
+            // Parked with work queued only on its way out of the park, a
+            // wake-up already made (tens of µs on a VM): it takes them.
+            sighting.set(None);
+            return false;
         };
         let switches = g.stats.switches.load(Relaxed);
         let now = Instant::now();

@@ -347,6 +347,12 @@ impl Idle {
         }
     }
 
+    /// Whether worker `w` is awake (not parked, nor picked and on its way
+    /// out of a park).
+    pub(crate) fn is_awake(&self, w: usize) -> bool {
+        self.states.load(w) == ParkState::Awake
+    }
+
     /// Called after pushing work pinned to worker `w`.
     #[inline]
     pub(crate) fn notify_worker(&self, w: usize) {
