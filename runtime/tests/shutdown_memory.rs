@@ -40,36 +40,35 @@ fn round() {
         .stack_size(STACK)
         .build()
         .unwrap();
-    // A wait that nothing ends: the runtime stops with this task blocked.
+    // A wait that nothing ends, on worker 0: the runtime stops with this
+    // task blocked. The dropping task goes on worker 1, which then takes
+    // the runtime (both placed with the hidden `task::Builder::worker`,
+    // from a task of the runtime, so that they name its workers).
     let never = Arc::new(Butex::new(0));
-    let (tx, rx) = std::sync::mpsc::channel::<ThreadId>();
-    {
-        let never = never.clone();
-        rt.spawn(move || {
-            tx.send(std::thread::current().id()).unwrap();
-            loop {
-                let _ = never.wait(0, None);
-            }
-        });
-    }
-    let blocked_on = rx.recv().unwrap();
     let holder: Arc<Mutex<Option<Runtime>>> = Arc::default();
-    // Tasks from a plain thread go to whichever worker is free: try until
-    // one runs on the other worker, which then takes the runtime.
-    let (tx, rx) = std::sync::mpsc::channel::<bool>();
-    let dropper = (0..10_000)
-        .find_map(|_| {
-            let (holder, tx) = (holder.clone(), tx.clone());
-            let h = rt.spawn(move || {
-                let elsewhere = std::thread::current().id() != blocked_on;
-                tx.send(elsewhere).unwrap();
-                if elsewhere {
-                    drop_runtime_from_here(&holder);
+    let (tx, rx) = std::sync::mpsc::channel::<ThreadId>();
+    let (tx2, rx2) = std::sync::mpsc::channel::<ThreadId>();
+    let dropper = rt.block_on(|| {
+        let never = never.clone();
+        spindle::task::Builder::new()
+            .worker(0)
+            .spawn(move || {
+                tx.send(std::thread::current().id()).unwrap();
+                loop {
+                    let _ = never.wait(0, None);
                 }
-            });
-            rx.recv().unwrap().then_some(h)
-        })
-        .expect("a task ran on the second worker");
+            })
+            .expect("worker 0");
+        let holder = holder.clone();
+        spindle::task::Builder::new()
+            .worker(1)
+            .spawn(move || {
+                tx2.send(std::thread::current().id()).unwrap();
+                drop_runtime_from_here(&holder);
+            })
+            .expect("worker 1")
+    });
+    assert_ne!(rx.recv().unwrap(), rx2.recv().unwrap(), "two workers");
     *holder.lock().unwrap() = Some(rt);
     dropper.join().expect("the dropping task ends normally");
     drop(never);
