@@ -50,14 +50,17 @@ fn placing_a_task_on_a_worker_the_runtime_lacks_is_an_error() {
 /// the worker that thread spawns onto: the other worker, woken to look,
 /// leaves them to it, since no task holds it. With one shared injector, as
 /// before, the first worker took half of them and woke the other for the
-/// rest: 17-29 of 100 such bursts started on one worker, against 100 of
-/// 100 now. A worker preempted by the OS in the middle of a task looks held
-/// up, and a thief then rightly takes its tasks: so 15 of 20 bursts must
-/// start together, not all.
+/// rest: 17-29 of 100 such bursts started on one worker (9 of 20 in this
+/// test), against 100 of 100 now. A worker preempted by the OS in the
+/// middle of a task looks held up, and a thief then rightly takes its
+/// tasks; a debug build, ten times slower, looks held up more often. So 30
+/// of 40 bursts must start together (20 of 40 in a debug build), not all.
 #[test]
 fn a_plain_threads_burst_starts_on_one_worker() {
+    const BURSTS: usize = 40;
+    let wanted = if cfg!(debug_assertions) { 20 } else { 30 };
     let rt = rt(2);
-    let together = (0..20)
+    let together = (0..BURSTS)
         .filter(|i| {
             let hs: Vec<_> = (0..4).map(|_| rt.spawn(os_thread)).collect();
             let threads: HashSet<ThreadId> = hs.into_iter().map(|h| h.join().unwrap()).collect();
@@ -69,8 +72,8 @@ fn a_plain_threads_burst_starts_on_one_worker() {
         })
         .count();
     assert!(
-        together >= 15,
-        "{together} of 20 bursts of four started on one worker"
+        together >= wanted,
+        "{together} of {BURSTS} bursts of four started on one worker"
     );
 }
 
