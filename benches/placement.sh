@@ -37,8 +37,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-cargo build --release -q -p spindle-benches --bin channels
-bin=target/release/channels
+# shellcheck source=peers/build.sh
+source benches/peers/build.sh
+build_with_go_peer channels channels.go
+bin=$rust_bin
 
 cases=(
   "pingpong_butex $rts $budget_ms"
@@ -53,7 +55,7 @@ for run in $(seq "$runs"); do
   for c in "${cases[@]}"; do
     read -r case n budget <<<"$c"
     for sys in $systems; do
-      printf 'run %s: %s %s\n' "$run" "$case" "$sys" >&2
+      log "run $run: $case $sys"
       "$bin" "$sys" "$case" "$n" $budget >>"$results"
     done
   done
