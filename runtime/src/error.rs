@@ -80,6 +80,11 @@ pub enum JoinError {
     /// A task called `join` on its own handle, which could never return.
     /// The handle is consumed, so the task is detached.
     SelfJoin,
+    /// The joining task was stopped ([`stop`](crate::stop)) while it
+    /// waited, or before. The task joined goes on running (unless it is a
+    /// child the stop reached too); the handle is consumed, so it is
+    /// detached.
+    Stopped,
 }
 
 impl JoinError {
@@ -99,11 +104,19 @@ impl JoinError {
         matches!(self, JoinError::Cancelled)
     }
 
+    /// Whether the join ended because the joining task was stopped.
+    pub fn is_stopped(&self) -> bool {
+        matches!(self, JoinError::Stopped)
+    }
+
     /// The panic payload, if the task panicked.
     pub fn into_panic(self) -> Option<Box<dyn Any + Send + 'static>> {
         match self {
             JoinError::Panicked(p) => Some(p.into_inner()),
-            JoinError::DeadlineExceeded | JoinError::Cancelled | JoinError::SelfJoin => None,
+            JoinError::DeadlineExceeded
+            | JoinError::Cancelled
+            | JoinError::SelfJoin
+            | JoinError::Stopped => None,
         }
     }
 }
@@ -126,6 +139,7 @@ impl fmt::Debug for JoinError {
             JoinError::DeadlineExceeded => f.write_str("DeadlineExceeded"),
             JoinError::Cancelled => f.write_str("Cancelled"),
             JoinError::SelfJoin => f.write_str("SelfJoin"),
+            JoinError::Stopped => f.write_str("Stopped"),
         }
     }
 }
@@ -141,6 +155,7 @@ impl fmt::Display for JoinError {
             JoinError::DeadlineExceeded => f.write_str("deadline exceeded while joining a task"),
             JoinError::Cancelled => f.write_str("the runtime shut down before the task finished"),
             JoinError::SelfJoin => f.write_str("a task cannot join itself"),
+            JoinError::Stopped => f.write_str("the joining task was stopped"),
         }
     }
 }
@@ -296,9 +311,10 @@ impl From<JoinError> for std::io::Error {
     fn from(e: JoinError) -> std::io::Error {
         let kind = match e {
             JoinError::DeadlineExceeded => std::io::ErrorKind::TimedOut,
-            JoinError::Panicked(_) | JoinError::Cancelled | JoinError::SelfJoin => {
-                std::io::ErrorKind::Other
-            }
+            JoinError::Panicked(_)
+            | JoinError::Cancelled
+            | JoinError::SelfJoin
+            | JoinError::Stopped => std::io::ErrorKind::Other,
         };
         std::io::Error::new(kind, e)
     }

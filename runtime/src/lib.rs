@@ -100,6 +100,7 @@ mod wait;
 // I/O: fd readiness waits, the blocking pool (its public part is `io`).
 pub mod io;
 // Public layers.
+mod join_set;
 pub mod net;
 mod runtime;
 mod scope;
@@ -109,7 +110,10 @@ mod time;
 
 pub use error::{JoinError, NoSuchTask, PanicPayload, SetWorkersError, SleepError, WaitError};
 pub use id::TaskId;
-pub use runtime::{global_runtime, Builder, Runtime, RuntimeStats, DEFAULT_STACK_SIZE};
+pub use join_set::{JoinNext, JoinSet};
+pub use runtime::{
+    global_runtime, Builder, EnterGuard, Handle, Runtime, RuntimeStats, DEFAULT_STACK_SIZE,
+};
 pub use scope::{scope, Scope, ScopedJoinHandle};
 pub use stack::{stack_guard_regions, MIN_STACK_SIZE};
 pub use task::{current, spawn, spawn_urgent, yield_now, JoinHandle};

@@ -24,6 +24,7 @@ use crate::task::{self, JoinHandle, RunOrder};
 use crate::wait::{self, deadline};
 use crossbeam_deque::Worker;
 use std::io;
+use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -285,8 +286,7 @@ impl Runtime {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        task::Builder::new()
-            .spawn_on(&self.control, f, RunOrder::Queued)
+        task::spawn_on_control(&self.control, f)
             .unwrap_or_else(|e| panic!("Runtime::spawn failed: {e}"))
     }
 
@@ -300,7 +300,8 @@ impl Runtime {
     /// or a stop), `f` runs at once on the caller's stack, as that task:
     /// such a task cannot suspend, and its wait would hold the worker `f`
     /// may need. `f` cannot suspend there either (its waits block the
-    /// worker thread).
+    /// worker thread). A plain thread is in this runtime while it waits
+    /// (see [`enter`](Self::enter)).
     ///
     /// # Panics
     /// With `f`'s panic, and if the task cannot be made (as
@@ -311,48 +312,26 @@ impl Runtime {
         F: FnOnce() -> T + Send,
         T: Send,
     {
-        if !sched::can_suspend() && sched::worker_of(&self.control).is_some() {
-            // A task that unwinds cannot suspend: its wait would block this
-            // worker, which may be the only one that could run `f`.
-            return f();
+        block_on(&self.control, f)
+    }
+
+    /// A handle to this runtime: spawns onto it from anywhere, and outlives
+    /// it harmlessly (a spawn after the shutdown is cancelled at once).
+    pub fn handle(&self) -> Handle {
+        Handle {
+            control: self.control.clone(),
         }
-        let mut out: Option<std::thread::Result<T>> = None;
-        let slot = SendPtr(&mut out);
-        // `f` runs on the caller's behalf: it inherits the caller's deadline
-        // scope (block_on itself then waits for it to end, deadline or not).
-        let scope = deadline::scope_deadline();
-        let body = move |t: TaskRef| {
-            // SAFETY: we are the task itself.
-            unsafe { t.set_scope_deadline(scope) };
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-            let slot = slot;
-            // SAFETY: `out` outlives the task: block_on waits below for the
-            // task to finish before `out` goes out of scope.
-            unsafe { *slot.0 = Some(r) };
-        };
-        // SAFETY: everything `body` borrows (`f`'s captures and `out`) lives
-        // on this frame, and we do not leave it before the task has ended:
-        // the join below cannot be interrupted, and we wait through deadline
-        // scopes too.
-        let t = unsafe { task::prepare_unchecked(&self.control, None, None, body) }
-            .unwrap_or_else(|e| panic!("Runtime::block_on failed to spawn: {e}"));
-        task::start(&self.control, t, RunOrder::Queued);
-        let handle: JoinHandle<()> = JoinHandle::new(t);
-        deadline::without_scope(|| {
-            while t.end_state() == EndState::Running {
-                let _ = wait::wait(
-                    t.join_queue(),
-                    EndState::Running.word(),
-                    None,
-                    WaitKind::Uncancellable,
-                );
-            }
-        });
-        drop(handle);
-        match out {
-            Some(Ok(v)) => v,
-            Some(Err(p)) => std::panic::resume_unwind(p),
-            None => panic!("{}", JoinError::Cancelled),
+    }
+
+    /// Enters this runtime on this thread: until the guard drops, this
+    /// thread's spawns ([`spawn`](crate::spawn), `task::Builder::spawn`,
+    /// [`Handle::current`]) go to this runtime. Guards nest; each puts back
+    /// what was entered before it. Inside a task it changes nothing: a
+    /// task's spawns go to its own runtime.
+    pub fn enter(&self) -> EnterGuard<'_> {
+        EnterGuard {
+            _entered: sched::enter(self.control.clone()),
+            _runtime: PhantomData,
         }
     }
 
@@ -435,29 +414,7 @@ impl Runtime {
 
     /// Counters summed over the workers.
     pub fn stats(&self) -> RuntimeStats {
-        let control = &self.control;
-        let mut s = RuntimeStats {
-            workers: control.worker_count(),
-            spawned: control.spawned_outside.load(Ordering::Relaxed),
-            wakeups: control.idle.wakeups.load(Ordering::Relaxed),
-            stalls: control.stalls.load(Ordering::Relaxed),
-            io_sources: control.io_sources(),
-            blocking_threads: crate::io::blocking::threads(),
-            pooled_stacks: control.stacks.pooled(),
-            task_slots: crate::meta::table().capacity(),
-            ..Default::default()
-        };
-        for i in 0..s.workers {
-            if let Some(g) = control.group(i) {
-                let st = &g.stats;
-                s.spawned += st.spawned.load(Ordering::Relaxed);
-                s.finished += st.finished.load(Ordering::Relaxed);
-                s.switches += st.switches.load(Ordering::Relaxed);
-                s.steals += st.steals.load(Ordering::Relaxed);
-                s.parks += st.parks.load(Ordering::Relaxed);
-            }
-        }
-        s
+        stats(&self.control)
     }
 
     /// Stops the workers and waits for them to exit (from a task, of this
@@ -537,6 +494,204 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Counters of the runtime `control`, summed over its workers.
+fn stats(control: &TaskControl) -> RuntimeStats {
+    let mut s = RuntimeStats {
+        workers: control.worker_count(),
+        spawned: control.spawned_outside.load(Ordering::Relaxed),
+        wakeups: control.idle.wakeups.load(Ordering::Relaxed),
+        stalls: control.stalls.load(Ordering::Relaxed),
+        io_sources: control.io_sources(),
+        blocking_threads: crate::io::blocking::threads(),
+        pooled_stacks: control.stacks.pooled(),
+        task_slots: crate::meta::table().capacity(),
+        ..Default::default()
+    };
+    for i in 0..s.workers {
+        if let Some(g) = control.group(i) {
+            let st = &g.stats;
+            s.spawned += st.spawned.load(Ordering::Relaxed);
+            s.finished += st.finished.load(Ordering::Relaxed);
+            s.switches += st.switches.load(Ordering::Relaxed);
+            s.steals += st.steals.load(Ordering::Relaxed);
+            s.parks += st.parks.load(Ordering::Relaxed);
+        }
+    }
+    s
+}
+
+/// `Runtime::block_on` and `Handle::block_on` (see the former).
+///
+/// # Panics
+/// As `Runtime::block_on`, and if the runtime has shut down.
+fn block_on<F, T>(control: &Arc<TaskControl>, f: F) -> T
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    if !sched::can_suspend() && sched::worker_of(control).is_some() {
+        // A task that unwinds cannot suspend: its wait would block this
+        // worker, which may be the only one that could run `f`.
+        return f();
+    }
+    let _entered = sched::enter(control.clone());
+    let mut out: Option<std::thread::Result<T>> = None;
+    let slot = SendPtr(&mut out);
+    // `f` runs on the caller's behalf: it inherits the caller's deadline
+    // scope (block_on itself then waits for it to end, deadline or not).
+    let scope = deadline::scope_deadline();
+    let body = move |t: TaskRef| {
+        // SAFETY: we are the task itself.
+        unsafe { t.set_scope_deadline(scope) };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        let slot = slot;
+        // SAFETY: `out` outlives the task: block_on waits below for the
+        // task to finish before `out` goes out of scope.
+        unsafe { *slot.0 = Some(r) };
+    };
+    // From outside the runtime, the spawn holds off its stop until the task
+    // is queued, where the stop finds it (or fails here: no worker would
+    // run it).
+    let admitted = match sched::worker_of(control) {
+        Some(_) => None,
+        None => Some(
+            control
+                .begin_outside_spawn()
+                .unwrap_or_else(|| panic!("block_on: {}", task::shut_down())),
+        ),
+    };
+    // SAFETY: everything `body` borrows (`f`'s captures and `out`) lives
+    // on this frame, and we do not leave it before the task has ended:
+    // the join below cannot be interrupted, and we wait through deadline
+    // scopes too.
+    let t = unsafe { task::prepare_unchecked(control, None, None, body) }
+        .unwrap_or_else(|e| panic!("block_on failed to spawn: {e}"));
+    task::start(control, t, RunOrder::Queued);
+    drop(admitted);
+    let handle: JoinHandle<()> = JoinHandle::new(t);
+    deadline::without_scope(|| {
+        while t.end_state() == EndState::Running {
+            let _ = wait::wait(
+                t.join_queue(),
+                EndState::Running.word(),
+                None,
+                WaitKind::Uncancellable,
+            );
+        }
+    });
+    drop(handle);
+    match out {
+        Some(Ok(v)) => v,
+        Some(Err(p)) => std::panic::resume_unwind(p),
+        None => panic!("{}", JoinError::Cancelled),
+    }
+}
+
+/// A handle to a runtime: spawns onto it, runs `block_on` on it, enters
+/// it, from any thread. Cheap to clone. It keeps the runtime's shared
+/// state, not the runtime: once the runtime has shut down, a spawn through
+/// the handle is cancelled at once (its join is `JoinError::Cancelled`;
+/// [`task::Builder::spawn_on`](crate::task::Builder::spawn_on) returns an
+/// error), never left to hang.
+#[derive(Clone)]
+pub struct Handle {
+    control: Arc<TaskControl>,
+}
+
+// A panic caught around a use of the runtime leaves nothing half-done that
+// safe code could see: its shared state is kept consistent by its own locks
+// and atomics, whatever unwinds through a call.
+impl std::panic::UnwindSafe for Handle {}
+impl std::panic::RefUnwindSafe for Handle {}
+impl std::panic::UnwindSafe for Runtime {}
+impl std::panic::RefUnwindSafe for Runtime {}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("workers", &self.control.worker_count())
+            .field("stopping", &self.control.stopping.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handle {
+    /// The handle of this thread's runtime: the current task's, else the
+    /// one this thread has entered, else the global runtime's (started if
+    /// need be).
+    ///
+    /// # Panics
+    /// If the global runtime is needed and cannot start.
+    pub fn current() -> Handle {
+        Handle::try_current().unwrap_or_else(|| global().handle())
+    }
+
+    /// The handle of this thread's runtime: the current task's, or the one
+    /// this thread has entered; `None` on a thread that has entered none
+    /// (the global runtime is not started by asking).
+    pub fn try_current() -> Option<Handle> {
+        sched::current_runtime().map(|control| Handle { control })
+    }
+
+    /// Spawns `f` on this runtime (see [`Runtime::spawn`]); after the
+    /// runtime's shutdown, the task is cancelled at once.
+    ///
+    /// # Panics
+    /// As [`Runtime::spawn`].
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        task::spawn_on_control(&self.control, f)
+            .unwrap_or_else(|e| panic!("Handle::spawn failed: {e}"))
+    }
+
+    /// [`Runtime::block_on`] on this runtime.
+    ///
+    /// # Panics
+    /// As [`Runtime::block_on`], and if the runtime has shut down (nothing
+    /// would run `f`).
+    pub fn block_on<F, T>(&self, f: F) -> T
+    where
+        F: FnOnce() -> T + Send,
+        T: Send,
+    {
+        block_on(&self.control, f)
+    }
+
+    /// Enters this runtime on this thread (see [`Runtime::enter`]).
+    pub fn enter(&self) -> EnterGuard<'_> {
+        EnterGuard {
+            _entered: sched::enter(self.control.clone()),
+            _runtime: PhantomData,
+        }
+    }
+
+    /// The runtime's counters (see [`Runtime::stats`]).
+    pub fn stats(&self) -> RuntimeStats {
+        stats(&self.control)
+    }
+
+    /// Whether `other` is a handle to the same runtime.
+    pub fn same_runtime(&self, other: &Handle) -> bool {
+        Arc::ptr_eq(&self.control, &other.control)
+    }
+
+    pub(crate) fn control(&self) -> &TaskControl {
+        &self.control
+    }
+}
+
+/// This thread is in a runtime until the guard drops
+/// ([`Runtime::enter`], [`Handle::enter`]). Not `Send`: it puts back the
+/// thread's own state.
+#[derive(Debug)]
+pub struct EnterGuard<'a> {
+    _entered: sched::Entered,
+    _runtime: PhantomData<&'a ()>,
 }
 
 struct SendPtr<T>(*mut T);

@@ -10,6 +10,10 @@
 //! the caller's frame. The end of the scope waits for the count to reach
 //! zero, and nothing cuts that wait short: not an interrupt, a `stop`, nor
 //! a deadline scope, since the tasks may still borrow from the frame.
+//!
+//! A scope's tasks are the spawning task's children (`meta::family`): they
+//! run in its deadline scope, and a stop of it stops them, so that a
+//! stopped owner's scope ends soon.
 
 use crate::error::JoinError;
 use crate::error::NoSuchTask;
@@ -214,7 +218,8 @@ impl task::Builder {
         // return before the task's `ScopeMember` has dropped, which is the
         // last thing the task does with anything of 'scope (see
         // `task::spawn_unchecked`).
-        let handle = unsafe { task::spawn_unchecked(self, body)? };
+        let handle =
+            unsafe { task::spawn_unchecked(self.structured(), task::WhenStopping::Refuse, body)? };
         Ok(ScopedJoinHandle {
             handle,
             data,

@@ -14,27 +14,51 @@
 use crate::error::{JoinError, NoSuchTask};
 use crate::io::blocking;
 use crate::loom::sync::atomic::Ordering;
+use crate::meta::family;
 use crate::meta::locals::LocalValues;
 use crate::meta::seam::Suspend;
 use crate::meta::slots::PendingBody;
 use crate::meta::wait_queue::WaitKind;
 use crate::meta::{self, EndState, ResultState, TaskId, TaskRef};
-use crate::sched::{self, GroupStats, TaskControl};
+use crate::runtime::Handle;
+use crate::sched::{self, GroupStats, OutsideSpawn, TaskControl};
 use crate::stack::{self, TaskStack};
+use crate::wait::deadline;
 use crate::wait::{self, Signal};
+use crate::WaitError;
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
 use std::panic;
 use std::ptr;
+use std::time::Instant;
 
-/// Builds a task with a name or a stack size of its own.
+/// Builds a task with a name, a stack size, a deadline scope or a runtime
+/// of its own.
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
     name: Option<String>,
     stack_size: Option<usize>,
     /// `worker`: the worker the task must first run on (benchmarks).
     worker: Option<usize>,
+    /// The deadline scope the task runs in, besides an inherited one.
+    deadline: Option<Instant>,
+    /// Spawned through a `Scope` or a `JoinSet`: the spawning task's child
+    /// (its deadline scope, and its stop; see `meta::family`).
+    structured: bool,
+}
+
+/// What a spawn into a runtime that is stopping (or has stopped) does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WhenStopping {
+    /// Hands back a handle whose join is `JoinError::Cancelled`, as the
+    /// stop would have done to a task spawned a moment earlier (spawns
+    /// that cannot fail: `spindle::spawn`, `Handle::spawn`; and a task's
+    /// destructors that spawn while the stop unwinds it).
+    Cancel,
+    /// Fails (`task::Builder`'s spawns, which return a `Result`), except
+    /// from a task of that runtime, which gets `Cancel`'s handle.
+    Refuse,
 }
 
 impl Builder {
@@ -61,6 +85,17 @@ impl Builder {
         self
     }
 
+    /// Runs the task inside a deadline scope, as if its body were wrapped
+    /// in [`with_deadline`](crate::with_deadline): every wait in it fails
+    /// with `DeadlineExceeded` once `deadline` passes. A task spawned
+    /// through a [`Scope`](crate::Scope) or a [`JoinSet`](crate::JoinSet)
+    /// also inherits its spawner's scope; the earlier of the two wins.
+    /// `None` (the default) adds no scope.
+    pub fn deadline(mut self, deadline: Option<Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
     /// Places the task on worker `index` of its runtime: it runs there, and
     /// no other worker may steal it before its first run. For benchmarks
     /// that measure a placement (two tasks on one worker, or on two);
@@ -71,40 +106,60 @@ impl Builder {
         self
     }
 
-    /// Spawns `f` on the current task's runtime, or the global one on a
-    /// plain thread. Fails if no stack can be had (the mapping failed, or
-    /// the size is over 1 TiB), or if the task table is full. Into a
-    /// runtime that is shutting down, the task is cancelled at once: `f` is
-    /// dropped and the join returns `JoinError::Cancelled`.
+    /// Makes the task a child of the spawning task (`Scope`, `JoinSet`).
+    pub(crate) fn structured(mut self) -> Self {
+        self.structured = true;
+        self
+    }
+
+    /// Spawns `f` on the current task's runtime; on a plain thread, on the
+    /// runtime it has entered ([`Runtime::enter`](crate::Runtime::enter)),
+    /// else the global one. Fails if no stack can be had (the mapping
+    /// failed, or the size is over 1 TiB), if the task table is full, or
+    /// if the runtime entered has shut down. From a task of a runtime that
+    /// is shutting down, the task is cancelled at once: `f` is dropped and
+    /// the join returns `JoinError::Cancelled`.
     pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.spawn_on(spawn_target().0, f, RunOrder::Queued)
+        with_spawn_target(|control| {
+            self.spawn_into(control, f, RunOrder::Queued, WhenStopping::Refuse)
+        })
     }
 
-    pub(crate) fn spawn_on<F, T>(
+    /// Spawns `f` on the runtime of `handle`, from anywhere. Fails as
+    /// [`spawn`](Self::spawn) does, and if that runtime has shut down.
+    pub fn spawn_on<F, T>(self, handle: &Handle, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.spawn_into(handle.control(), f, RunOrder::Queued, WhenStopping::Refuse)
+    }
+
+    /// Spawns `f` into `control`, started as `order` says; into a runtime
+    /// that stops, as `when_stopping` says.
+    fn spawn_into<F, T>(
         self,
         control: &TaskControl,
         f: F,
         order: RunOrder,
+        when_stopping: WhenStopping,
     ) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        // The one check of the stop (`prepare` makes none, so no spawn
-        // fails for it). Only a task of this runtime can spawn while it
-        // stops (every other spawn borrows the runtime, which its stop
-        // consumes), onto its own worker's queues, and that worker drains
-        // them only once the task has suspended: a spawn that got past the
-        // check is cancelled there.
-        if control.stopping.load(Ordering::Acquire) {
+        let Some(admitted) = admit(control, when_stopping)? else {
             return cancelled_at_once(f);
-        }
+        };
         let worker = placed_worker(control, self.worker)?;
+        let deadline = self.inherited_deadline();
+        let structured = self.structured;
         let t = prepare(control, self.stack_size, self.name, move |t| run_body(t, f))?;
+        adopt(t, deadline, structured);
         // The handle first: an urgent start switches to the child, and if
         // the runtime stops before this task runs again, this task is
         // unwound from inside `start`. The handle then detaches the child as
@@ -112,8 +167,65 @@ impl Builder {
         // child's slot would wait for it for good.
         let handle = JoinHandle::new(t);
         start_placed(control, t, worker, order);
+        drop(admitted);
         Ok(handle)
     }
+
+    /// The deadline scope of the task to spawn: its own, and, spawned
+    /// through a `Scope` or a `JoinSet`, its spawner's; the earlier.
+    fn inherited_deadline(&self) -> Option<Instant> {
+        let inherited = if self.structured {
+            deadline::scope_deadline()
+        } else {
+            None
+        };
+        match (self.deadline, inherited) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// Gives `t`, prepared and not yet started, its deadline scope, and, if
+/// `structured`, makes it a child of the spawning task.
+fn adopt(t: TaskRef, deadline: Option<Instant>, structured: bool) {
+    if deadline.is_some() {
+        // SAFETY: `t` has not started, and nobody else sees it yet: we
+        // stand in for the task itself.
+        unsafe { t.set_scope_deadline(deadline) };
+    }
+    if structured {
+        if let Some(parent) = sched::current_task() {
+            family::adopt(parent, t);
+        }
+    }
+}
+
+/// A spawn into `control` may go on: `Ok(Some(_))`, held until the task is
+/// queued (a spawn from outside the runtime holds off its workers' final
+/// drain meanwhile: `TaskControl::begin_outside_spawn`). `Ok(None)`: the
+/// runtime stops and the task is to be cancelled at once; `Err`: it stops
+/// and the spawn is refused.
+fn admit(
+    control: &TaskControl,
+    when_stopping: WhenStopping,
+) -> io::Result<Option<Option<OutsideSpawn<'_>>>> {
+    if sched::worker_of(control).is_some() {
+        // A task of this runtime: its worker drains its own queues only
+        // once the task has suspended, so a spawn that got past this check
+        // is cancelled there.
+        return Ok((!control.stopping.load(Ordering::Acquire)).then_some(None));
+    }
+    match control.begin_outside_spawn() {
+        Some(spawn) => Ok(Some(Some(spawn))),
+        None if when_stopping == WhenStopping::Cancel => Ok(None),
+        None => Err(shut_down()),
+    }
+}
+
+/// The error of a spawn refused by a runtime that has shut down.
+pub(crate) fn shut_down() -> io::Error {
+    io::Error::other("the runtime has shut down")
 }
 
 /// A task spawned into a stopping runtime: cancelled at once, as the stop
@@ -182,27 +294,32 @@ fn finish_body<T>(t: TaskRef, result: std::thread::Result<T>) {
 /// What `body` borrows must stay valid until its token has dropped.
 pub(crate) unsafe fn spawn_unchecked<B, T, M>(
     builder: Builder,
+    when_stopping: WhenStopping,
     body: B,
 ) -> io::Result<JoinHandle<T>>
 where
     B: FnOnce() -> (std::thread::Result<T>, M) + Send,
 {
-    let control = spawn_target().0;
     let task_body = move |t: TaskRef| {
         let (result, token) = body();
         finish_body(t, result);
         drop(token);
     };
-    if control.stopping.load(Ordering::Acquire) {
-        return cancelled_at_once(task_body);
-    }
-    let worker = placed_worker(control, builder.worker)?;
-    // SAFETY: the caller's promise covers what the body borrows: the task
-    // uses none of it once the token has dropped.
-    let t = unsafe { prepare_unchecked(control, builder.stack_size, builder.name, task_body)? };
-    let handle = JoinHandle::new(t);
-    start_placed(control, t, worker, RunOrder::Queued);
-    Ok(handle)
+    with_spawn_target(|control| {
+        let Some(admitted) = admit(control, when_stopping)? else {
+            return cancelled_at_once(task_body);
+        };
+        let worker = placed_worker(control, builder.worker)?;
+        let deadline = builder.inherited_deadline();
+        // SAFETY: the caller's promise covers what the body borrows: the
+        // task uses none of it once the token has dropped.
+        let t = unsafe { prepare_unchecked(control, builder.stack_size, builder.name, task_body)? };
+        adopt(t, deadline, builder.structured);
+        let handle = JoinHandle::new(t);
+        start_placed(control, t, worker, RunOrder::Queued);
+        drop(admitted);
+        Ok(handle)
+    })
 }
 
 /// The worker a `Builder::worker` placement names, checked: an error if
@@ -421,40 +538,78 @@ impl<T> JoinHandle<T> {
     }
 
     /// Waits for the task and returns its value. Suspends the current task,
-    /// or blocks a plain thread. Interrupts and `stop` do not end a join; the
-    /// deadline of an enclosing `with_deadline` scope does. A task its
-    /// runtime's stop cancelled (see
-    /// [`Runtime::shutdown`](crate::Runtime::shutdown)) is
+    /// or blocks a plain thread. The deadline of an enclosing
+    /// `with_deadline` scope ends the wait (`JoinError::DeadlineExceeded`),
+    /// and so does a [`stop`](crate::stop) of the joining task
+    /// (`JoinError::Stopped`); an interrupt does not (it stays pending for
+    /// the task's next interruptible wait). A task its runtime's stop
+    /// cancelled (see [`Runtime::shutdown`](crate::Runtime::shutdown)) is
     /// `JoinError::Cancelled`; a task that joins its own handle gets
     /// `JoinError::SelfJoin` (that wait could never end).
     pub fn join(self) -> Result<T, JoinError> {
         let mut first_wait = true;
         loop {
-            match self.task.end_state() {
-                EndState::Running => {}
-                EndState::Finished => {
-                    // SAFETY: `Finished` was published after the task stored a
-                    // `thread::Result<T>`; we own the handle, so we are the
-                    // only reader.
-                    let r = unsafe { self.task.result_mut().take::<std::thread::Result<T>>() };
-                    self.task.result_taken();
-                    return r.map_err(|p| JoinError::Panicked(crate::error::PanicPayload::new(p)));
-                }
-                EndState::Cancelled => return Err(JoinError::Cancelled),
+            if let Some(r) = self.try_take() {
+                return r;
             }
             // Asked once: who joins does not change between wake-ups.
             if std::mem::take(&mut first_wait) && sched::current_task() == Some(self.task) {
                 return Err(JoinError::SelfJoin);
             }
-            if let Err(crate::WaitError::DeadlineExceeded) = wait::wait(
+            match wait::wait(
                 self.task.join_queue(),
                 EndState::Running.word(),
                 None,
-                WaitKind::Uninterruptible,
+                WaitKind::Stoppable,
             ) {
-                return Err(JoinError::DeadlineExceeded);
+                Err(WaitError::DeadlineExceeded) => return Err(JoinError::DeadlineExceeded),
+                Err(WaitError::Stopped) => return Err(JoinError::Stopped),
+                _ => {}
             }
         }
+    }
+
+    /// The task's result if it has ended (taken: the handle is spent).
+    pub(crate) fn try_take(&self) -> Option<Result<T, JoinError>> {
+        match self.task.end_state() {
+            EndState::Running => None,
+            EndState::Finished => {
+                // SAFETY: `Finished` was published after the task stored a
+                // `thread::Result<T>`; we own the handle, so we are the
+                // only reader, and callers take it once.
+                let r = unsafe { self.task.result_mut().take::<std::thread::Result<T>>() };
+                self.task.result_taken();
+                Some(r.map_err(|p| JoinError::Panicked(crate::error::PanicPayload::new(p))))
+            }
+            EndState::Cancelled => Some(Err(JoinError::Cancelled)),
+        }
+    }
+
+    /// Waits until the task has ended, as [`join`](Self::join) waits,
+    /// without taking its result: the handle stays whole if the wait ends
+    /// early.
+    pub(crate) fn wait_end(&self) -> Result<(), WaitError> {
+        while self.task.end_state() == EndState::Running {
+            if sched::current_task() == Some(self.task) {
+                return Err(WaitError::WouldBlock);
+            }
+            match wait::wait(
+                self.task.join_queue(),
+                EndState::Running.word(),
+                None,
+                WaitKind::Stoppable,
+            ) {
+                Ok(()) | Err(WaitError::WouldBlock) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The queue a join waits on, and the value it holds while the task
+    /// runs (for `Select`).
+    pub(crate) fn join_wait(&self) -> (&crate::meta::wait_queue::WaitQueue, u32) {
+        (self.task.join_queue(), EndState::Running.word())
     }
 }
 
@@ -484,21 +639,24 @@ impl<T> Drop for JoinHandle<T> {
 }
 
 /// Spawns `f` as a new task (bthread_start_background): on the current
-/// task's runtime, or on the global runtime from a plain thread.
+/// task's runtime; from a plain thread, on the runtime it has entered
+/// ([`Runtime::enter`](crate::Runtime::enter), or a thread of the blocking
+/// pool), else on the global runtime.
 ///
 /// # Panics
 /// If the task cannot be made: no stack can be had, or the task table is
 /// full. [`Builder::spawn`] returns that error instead. Into a runtime that
-/// is shutting down, the task is cancelled at once (see
-/// [`Builder::spawn`]).
+/// is shutting down or has shut down, the task is cancelled at once: `f`
+/// is dropped, and the join returns `JoinError::Cancelled`.
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    Builder::new()
-        .spawn(f)
-        .unwrap_or_else(|e| panic!("spindle::spawn failed: {e}"))
+    with_spawn_target(|control| {
+        Builder::new().spawn_into(control, f, RunOrder::Queued, WhenStopping::Cancel)
+    })
+    .unwrap_or_else(|e| panic!("spindle::spawn failed: {e}"))
 }
 
 /// Spawns `f` and runs it at once on this worker, before the caller goes on
@@ -512,15 +670,25 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let (control, on_a_worker) = spawn_target();
-    let order = if on_a_worker {
-        RunOrder::Urgent
-    } else {
-        RunOrder::Queued
-    };
-    Builder::new()
-        .spawn_on(control, f, order)
-        .unwrap_or_else(|e| panic!("spindle::spawn_urgent failed: {e}"))
+    with_spawn_target(|control| {
+        let order = if sched::worker_of(control).is_some() {
+            RunOrder::Urgent
+        } else {
+            RunOrder::Queued
+        };
+        Builder::new().spawn_into(control, f, order, WhenStopping::Cancel)
+    })
+    .unwrap_or_else(|e| panic!("spindle::spawn_urgent failed: {e}"))
+}
+
+/// Spawns `f` on `control` (`Runtime::spawn`, `Handle::spawn`): a runtime
+/// that has shut down cancels it at once.
+pub(crate) fn spawn_on_control<F, T>(control: &TaskControl, f: F) -> io::Result<JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    Builder::new().spawn_into(control, f, RunOrder::Queued, WhenStopping::Cancel)
 }
 
 /// Runs `f` on the blocking pool, a bounded set of plain threads, for
@@ -643,13 +811,14 @@ pub fn yield_now() {
     }
 }
 
-/// Where a spawn from this thread goes: the current task's runtime, or the
-/// global one on a plain thread; and whether this thread is a worker of it.
-fn spawn_target() -> (&'static TaskControl, bool) {
-    match sched::current_group() {
-        Some(g) => (&g.control, true),
-        None => (&crate::runtime::global().control, false),
-    }
+/// Runs `f` with the runtime a spawn from this thread goes to: the current
+/// task's, else the one this thread has entered, else the global one
+/// (started here if need be).
+fn with_spawn_target<R>(f: impl FnOnce(&TaskControl) -> R) -> R {
+    sched::with_current_runtime(|current| match current {
+        Some((control, _)) => f(control),
+        None => f(&crate::runtime::global().control),
+    })
 }
 
 /// Drops a handle's hold on `t`, giving the slot, if that was the last

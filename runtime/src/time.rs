@@ -144,10 +144,18 @@ pub fn interrupt(id: TaskId) -> Result<(), NoSuchTask> {
 }
 
 /// Marks task `id` stopped and interrupts it. From then on its
-/// interruptible waits (see [`interrupt`]) fail with `Stopped` at once, and
-/// [`is_stopped`] is true in it. As for [`interrupt`], joins and the waits
-/// of the locks and `Barrier` are not ended: a task blocked in one goes on
-/// waiting there.
+/// interruptible waits (see [`interrupt`]) and its joins (of a
+/// `JoinHandle`, a [`JoinSet`](crate::JoinSet)) fail with `Stopped` at
+/// once, and [`is_stopped`] is true in it. The waits of the locks and of
+/// `Barrier` are not ended (they are short, and what they guard must stay
+/// whole), nor is the end of a [`scope`](crate::scope), whose tasks borrow
+/// from the waiter.
+///
+/// The stop reaches the task's children too, and theirs: the tasks it
+/// spawned through a [`Scope`](crate::Scope) or a
+/// [`JoinSet`](crate::JoinSet) that are still running, and any it spawns
+/// so from then on (born stopped). A task spawned with
+/// [`spawn`](crate::spawn) is nobody's child.
 pub fn stop(id: TaskId) -> Result<(), NoSuchTask> {
     signal(id, Signal::Stop)
 }

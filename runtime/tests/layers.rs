@@ -30,7 +30,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("io", &["io"]),
     (
         "public",
-        &["net", "runtime", "scope", "sync", "task", "time"],
+        &[
+            "join_set", "net", "runtime", "scope", "sync", "task", "time",
+        ],
     ),
 ];
 

@@ -2,6 +2,9 @@
 //! (blocking syscalls, file I/O, FFI, name lookups, libraries built on
 //! std locks).
 //!
+//! A job runs entered in the runtime of the thread that submitted it, so
+//! that what it spawns goes there (`sched::enter`).
+//!
 //! One pool per process, of at most [`MAX_THREADS`] threads, made on
 //! demand; a thread idle for [`KEEP_ALIVE`] exits. Jobs wait in a FIFO
 //! when every thread is busy. A job's caller waits for its result on a
@@ -14,7 +17,7 @@ use crate::error::WaitError;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering};
 use crate::loom::sync::Mutex;
 use crate::meta::wait_queue::{WaitKind, WaitQueue};
-use crate::sched::make_ready;
+use crate::sched::{self, make_ready};
 use crate::wait;
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
@@ -173,7 +176,11 @@ where
         result: Mutex::new(None),
     });
     let theirs = Arc::clone(&c);
+    // The job runs in the runtime that submitted it: a spawn from `f` goes
+    // there, not to the global runtime.
+    let runtime = sched::current_runtime();
     submit(Box::new(move || {
+        let _entered = runtime.map(sched::enter);
         let r = panic::catch_unwind(AssertUnwindSafe(f));
         *crate::loom::lock(&theirs.result) = Some(r);
         theirs.done.value().store(1, Ordering::Release);

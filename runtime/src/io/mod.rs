@@ -103,8 +103,64 @@ pub fn wait_fd(
     result
 }
 
+/// A select's registration of a caller's fd (`sync::Select::readable`):
+/// a duplicate of it, registered in the task's poller for the select's
+/// wait, and the readiness sequence seen before the last look. Dropped, it
+/// deregisters the duplicate, then closes it.
+pub(crate) struct SelectRegistration {
+    // Field order: deregistered before the duplicate closes.
+    registration: crate::driver::IoRegistration,
+    _dup: std::os::fd::OwnedFd,
+    dir: Direction,
+    seq: u32,
+}
+
+impl SelectRegistration {
+    /// The queue the readiness of the select's direction is woken through.
+    pub(crate) fn queue(&self) -> &crate::meta::wait_queue::WaitQueue {
+        self.registration.readiness().queue(self.dir)
+    }
+
+    /// The sequence to wait while (its value when the fd was not ready).
+    pub(crate) fn sequence(&self) -> u32 {
+        self.seq
+    }
+}
+
+/// Registers `fd` for a select's wait in this task's poller (as
+/// [`wait_fd`] does for its own): `Ok(None)` if it is ready (or cannot be
+/// polled: its operation reports that), else the registration.
+pub(crate) fn register_for_select(
+    fd: BorrowedFd<'_>,
+    interest: Interest,
+) -> io::Result<Option<SelectRegistration>> {
+    let dup = fd.try_clone_to_owned()?;
+    let registration = match register(dup.as_raw_fd(), interest == Interest::ReadWrite) {
+        Ok(Some(r)) => r,
+        Ok(None) => return Err(io::Error::other("only a task registers an fd")),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let dir = match interest {
+        Interest::Writable => Direction::Write,
+        Interest::Readable | Interest::ReadWrite => Direction::Read,
+    };
+    // The sequence, then the look: readiness that comes after the look
+    // moves the sequence, which the registration's link checks.
+    let seq = registration.readiness().sequence(dir);
+    if ready_now(fd.as_raw_fd(), interest)? {
+        return Ok(None);
+    }
+    Ok(Some(SelectRegistration {
+        registration,
+        _dup: dup,
+        dir,
+        seq,
+    }))
+}
+
 /// Whether `fd` is ready now (`ppoll` without waiting).
-fn ready_now(fd: RawFd, interest: Interest) -> io::Result<bool> {
+pub(crate) fn ready_now(fd: RawFd, interest: Interest) -> io::Result<bool> {
     let events = match interest {
         Interest::Readable => libc::POLLIN,
         Interest::Writable => libc::POLLOUT,

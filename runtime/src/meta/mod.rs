@@ -6,8 +6,9 @@
 //! its first run and its result once it ends ([`slots`]), its join and
 //! sleep queues and the node of the wait it is in ([`wait_queue`]), and the
 //! seam through which it tells its worker what to do after it switches out
-//! ([`seam`]). This layer imports nothing above it: the scheduler, the
-//! waits and the public API are built on it.
+//! ([`seam`]), and its place in a structured family ([`family`]). This
+//! layer imports nothing above it: the scheduler, the waits and the public
+//! API are built on it.
 //!
 //! Every field is private and reached through methods. Ownership of the
 //! fields follows the task, and each method's `# Safety` says which owner
@@ -28,6 +29,7 @@
 //!   ([`ResultState`]).
 
 mod coro;
+pub(crate) mod family;
 pub(crate) mod locals;
 pub(crate) mod seam;
 pub(crate) mod slots;

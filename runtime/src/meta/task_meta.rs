@@ -11,6 +11,7 @@
 //! `pub(super)`, visible to `meta` as they were while the meta was its
 //! `mod.rs`.
 
+use super::family::{leave_family, FamilyLinks};
 use super::locals::LocalValues;
 use super::slots::{PendingBody, ResultSlot};
 use super::wait_queue::{WaitNode, WaitQueue};
@@ -178,6 +179,8 @@ pub(crate) struct TaskMeta {
     deadline: UnsafeCell<Option<Instant>>,
     /// Set by `stop`; never cleared while the task lives.
     pub(super) stopped: AtomicBool,
+    /// Its parent and its running children (`family.rs`).
+    family: FamilyLinks,
     /// The previous and next task in its home worker's list of started
     /// tasks, which only that worker touches.
     started_prev: Cell<Option<TaskRef>>,
@@ -238,6 +241,7 @@ impl TaskMeta {
             sleep: WaitQueue::new(0),
             wait_node: UnsafeCell::new(MaybeUninit::uninit()),
             stopped: AtomicBool::new(false),
+            family: FamilyLinks::new(),
             woken_by_timer: AtomicBool::new(false),
             interrupts: Mutex::new(InterruptState {
                 pending: false,
@@ -536,6 +540,7 @@ impl TaskMeta {
     /// cancelled: `how`) and wakes its joiners, handing tasks to `ready`.
     pub(crate) fn publish_end(&self, how: EndState, ready: impl Fn(TaskRef)) {
         debug_assert_ne!(how, EndState::Running, "a task's end is not running");
+        leave_family(self);
         self.join.value().store(how.word(), Ordering::Release);
         self.join.wake_all(ready);
     }
@@ -552,7 +557,13 @@ impl TaskMeta {
         self.stopped.load(Ordering::Acquire)
     }
 
-    /// Marks the task stopped (under its interrupt lock, by `stop`).
+    /// Its place in its family (see `family.rs`).
+    pub(super) fn family(&self) -> &FamilyLinks {
+        &self.family
+    }
+
+    /// Marks the task stopped (under its interrupt lock, by `stop`, or
+    /// under its parent's, born stopped).
     pub(crate) fn mark_stopped(&self) {
         self.stopped.store(true, Ordering::Release)
     }

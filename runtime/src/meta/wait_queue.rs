@@ -88,6 +88,55 @@ impl fmt::Debug for WaitQueue {
 pub(crate) enum Waiter {
     Task(TaskRef),
     Thread(Thread),
+    /// A `Select`'s registration: the wake-up goes on to the relay, on
+    /// whose queue the selecting task or thread waits (see [`Relay`]).
+    Relay(*const Relay),
+}
+
+/// Where the registrations of one `Select` hand their wake-ups: a queue
+/// whose value turns from 0 to 1 at the first, and on which the selector
+/// waits as on any butex. A selector waits on one queue while registered
+/// on several, each registration a node of its own whose waiter is the
+/// relay, linked into a source's queue like any waiter, so a source's
+/// wakers need not know about selects.
+///
+/// The relay lives on the selector's stack. A claim of a registration
+/// (under its source's lock) counts itself in `in_flight` before it
+/// publishes, and its delivery counts itself out as its last touch; the
+/// selector, once it has unlinked every registration (under each source's
+/// lock), waits for `in_flight` to reach 0 before its frame goes.
+pub(crate) struct Relay {
+    queue: WaitQueue,
+    in_flight: AtomicU32,
+}
+
+impl Relay {
+    pub(crate) fn new() -> Self {
+        Relay {
+            queue: WaitQueue::new(0),
+            in_flight: AtomicU32::new(0),
+        }
+    }
+
+    /// What the selector waits on (while its value is 0).
+    pub(crate) fn queue(&self) -> &WaitQueue {
+        &self.queue
+    }
+
+    /// Waits until no claim of a registration is still delivering to the
+    /// relay (a few instructions, unless the waker's thread was preempted
+    /// there).
+    pub(crate) fn wait_for_deliveries(&self) {
+        let mut spins = 0u32;
+        while self.in_flight.load(Ordering::Acquire) != 0 {
+            if spins < 100 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                crate::loom::thread::yield_now();
+            }
+        }
+    }
 }
 
 /// What may end a task's wait besides a wake-up and its deadline. Every
@@ -101,10 +150,15 @@ pub(crate) enum WaitKind {
     /// `Butex::wait`, `Semaphore`, the channels (`mpsc`, `oneshot`), I/O
     /// readiness and the blocking-pool waits of `net`.
     Interruptible,
+    /// `stop` and its runtime's stop, not `interrupt` (an interrupt stays
+    /// pending for the next interruptible wait): joins (`JoinHandle`,
+    /// `JoinSet`), whose waiter a stop must free, while an interrupt means
+    /// "look up from what you wait for", which a join has no answer to.
+    Stoppable,
     /// Not `interrupt` nor `stop` (an interrupt stays pending for the next
-    /// interruptible wait); its runtime's stop does: joins, the locks
-    /// (`Mutex`, `Condvar`, `RwLock`, `OnceCell`), `Barrier`,
-    /// `CountdownEvent`, `spawn_blocking`'s wait for its work.
+    /// interruptible wait); its runtime's stop does: the locks (`Mutex`,
+    /// `Condvar`, `RwLock`, `OnceCell`), `Barrier`, `CountdownEvent`,
+    /// `spawn_blocking`'s wait for its work.
     Uninterruptible,
     /// Nothing else at all, not even the stop of the waiter's own runtime:
     /// `block_on`'s wait for a task that borrows from the waiting frame,
@@ -114,8 +168,16 @@ pub(crate) enum WaitKind {
 }
 
 impl WaitKind {
+    /// Whether `interrupt` ends the wait.
     pub(crate) fn interruptible(self) -> bool {
         self == WaitKind::Interruptible
+    }
+
+    /// Whether `stop` ends the wait (every interruptible wait, and
+    /// `Stoppable` ones): such a wait is recorded in the task's interrupt
+    /// state, where a stop finds it.
+    pub(crate) fn stoppable(self) -> bool {
+        matches!(self, WaitKind::Interruptible | WaitKind::Stoppable)
     }
 }
 
@@ -331,14 +393,26 @@ impl WaitList {
 pub(crate) enum Wake {
     Task(TaskRef),
     Thread(Thread),
+    /// Counted in the relay's `in_flight` by the claim.
+    Relay(*const Relay),
 }
 
 impl Wake {
-    /// Delivers the wake-up: a task goes to `ready`, a thread is unparked.
+    /// Delivers the wake-up: a task goes to `ready`, a thread is unparked,
+    /// a relay passes it on to its selector.
     pub(crate) fn deliver(self, ready: impl FnOnce(TaskRef)) {
         match self {
             Wake::Task(t) => ready(t),
             Wake::Thread(th) => th.unpark(),
+            Wake::Relay(r) => {
+                // SAFETY: the claim counted this delivery in `in_flight`,
+                // and the selector keeps the relay until that is 0 again.
+                let r = unsafe { &*r };
+                r.queue.value.store(1, Ordering::Release);
+                r.queue.wake_one(ready);
+                // Last touch of the relay.
+                r.in_flight.fetch_sub(1, Ordering::Release);
+            }
         }
     }
 }
@@ -360,6 +434,13 @@ pub(crate) unsafe fn claim(list: &mut WaitList, node: &WaitNode, outcome: Outcom
     let wake = node.read_for_claim(|| match &node.waiter {
         Waiter::Task(t) => Wake::Task(*t),
         Waiter::Thread(th) => Wake::Thread(th.clone()),
+        Waiter::Relay(r) => {
+            // SAFETY: a linked registration's relay is alive: its selector
+            // unlinks every registration (under this lock) before it lets
+            // the relay go.
+            unsafe { &**r }.in_flight.fetch_add(1, Ordering::Relaxed);
+            Wake::Relay(*r)
+        }
     });
     node.outcome.store(outcome.word(), Ordering::Release);
     Some(wake)
@@ -393,6 +474,35 @@ impl WaitQueue {
     /// The waiter list, locked.
     pub(crate) fn lock(&self) -> MutexGuard<'_, WaitList> {
         crate::loom::lock(&self.waiters)
+    }
+
+    /// Links `node`, a `Select`'s registration, if the value is still
+    /// `node.expected()`; returns whether it did.
+    ///
+    /// # Safety
+    /// `node` is alive and not linked, and stays alive until it is unlinked
+    /// ([`unlink_registration`](Self::unlink_registration) or a claim).
+    pub(crate) unsafe fn link_registration(&self, node: &WaitNode) -> bool {
+        let mut list = self.lock();
+        if self.value.load(Ordering::Acquire) != node.expected() {
+            return false;
+        }
+        // SAFETY: under the lock; the caller's contract.
+        unsafe { list.push_back(node) };
+        true
+    }
+
+    /// Unlinks `node`, a `Select`'s registration, if no claim has (the
+    /// selector taking its registrations back).
+    ///
+    /// # Safety
+    /// `node` is alive.
+    pub(crate) unsafe fn unlink_registration(&self, node: &WaitNode) {
+        let mut list = self.lock();
+        if node.linked.get() {
+            // SAFETY: under the lock, and `node` is linked here.
+            unsafe { list.unlink(node) };
+        }
     }
 
     /// Wakes the longest waiter, handing a task to `ready`; returns how

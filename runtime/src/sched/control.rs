@@ -137,6 +137,11 @@ pub(crate) struct TaskControl {
     next_outside: AtomicUsize,
     pub(crate) stacks: StackPool,
     pub(crate) stopping: AtomicBool,
+    /// Spawns from outside the runtime (plain threads, other runtimes'
+    /// workers) between their check of `stopping` and their push: a
+    /// stopping worker waits for them before it cancels its queues (see
+    /// [`OutsideSpawn`]).
+    outside_spawns: AtomicUsize,
     pub(crate) config: Config,
     /// Tasks spawned from plain threads (workers count their own).
     pub(crate) spawned_outside: AtomicU64,
@@ -156,11 +161,46 @@ impl TaskControl {
             next_outside: AtomicUsize::new(0),
             stacks: StackPool::new(config.stack_size),
             stopping: AtomicBool::new(false),
+            outside_spawns: AtomicUsize::new(0),
             config,
             spawned_outside: AtomicU64::new(0),
             threads: Mutex::new(Vec::new()),
             stalls: AtomicU64::new(0),
             watchdog: OnceLock::new(),
+        }
+    }
+
+    /// Begins a spawn from outside the runtime: `None` if it is stopping
+    /// (the spawn must not queue: no worker would run or cancel it).
+    pub(crate) fn begin_outside_spawn(&self) -> Option<OutsideSpawn<'_>> {
+        // Dekker with `wait_for_outside_spawns`: the count, then the flag;
+        // the stop stores the flag, then its workers read the count. Either
+        // this spawn sees the stop, or the workers see the spawn and wait
+        // for its push before they drain their queues.
+        self.outside_spawns.fetch_add(1, SeqCst);
+        if self.stopping.load(SeqCst) {
+            self.outside_spawns.fetch_sub(1, SeqCst);
+            return None;
+        }
+        Some(OutsideSpawn(self))
+    }
+
+    /// At stop, before a worker cancels what is queued on it: waits until
+    /// no spawn from outside is between its check and its push (a few
+    /// instructions, unless its thread was preempted there).
+    pub(crate) fn wait_for_outside_spawns(&self) {
+        // A SeqCst read of the flag, so that the count's read below comes
+        // after the stop's store in the order both sides agree on.
+        let stopping = self.stopping.load(SeqCst);
+        debug_assert!(stopping, "only a stopping worker waits for spawns");
+        let mut spins = 0u32;
+        while self.outside_spawns.load(SeqCst) != 0 {
+            if spins < 100 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
     }
 
@@ -223,6 +263,17 @@ impl TaskControl {
     pub(crate) fn push_placed(&self, task: TaskRef, w: usize) {
         let g = self.group(w).expect("the caller checked the worker exists");
         g.push_woken(task, || self.idle.notify_worker(w));
+    }
+}
+
+/// A spawn from outside the runtime under way: the runtime was not
+/// stopping when it began, and its workers will not drain their queues
+/// before it is dropped (after the push).
+pub(crate) struct OutsideSpawn<'a>(&'a TaskControl);
+
+impl Drop for OutsideSpawn<'_> {
+    fn drop(&mut self) {
+        self.0.outside_spawns.fetch_sub(1, SeqCst);
     }
 }
 

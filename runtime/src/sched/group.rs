@@ -479,6 +479,7 @@ impl TaskGroup {
         if let Some(p) = self.poller.get() {
             p.close(make_ready);
         }
+        self.control.wait_for_outside_spawns();
         self.cancel_queued();
         self.cancel_blocked();
         // The runtime is stopping: drop our stacks and the pool's here. The

@@ -19,6 +19,7 @@
 //! which task runs here, how it switches out, how a woken task is queued.
 
 mod affinity;
+mod context;
 mod control;
 mod group;
 mod idle;
@@ -28,7 +29,8 @@ mod spin_budget;
 mod watchdog;
 
 pub(crate) use affinity::Cpus;
-pub(crate) use control::{Config, GroupRemote, GroupStats, TaskControl, MAX_WORKERS};
+pub(crate) use context::{current_runtime, enter, with_current_runtime, Entered};
+pub(crate) use control::{Config, GroupRemote, GroupStats, OutsideSpawn, TaskControl, MAX_WORKERS};
 pub(crate) use group::{
     current_group, current_task, make_ready, worker_of, TaskGroup, DEFAULT_IDLE_POLL,
     DEFAULT_SLEEP_SPIN, HELD_UP_WARNING,

@@ -55,11 +55,16 @@ pub mod mpsc;
 mod once_cell;
 pub mod oneshot;
 mod rwlock;
+mod select;
+mod select_source;
 mod semaphore;
 
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use once_cell::OnceCell;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+#[doc(hidden)]
+pub use select::__select_ended;
+pub use select::{Select, SelectedOperation};
 pub use semaphore::{Semaphore, SemaphorePermit, TryAcquireError};
 
 use crate::error::WaitError;

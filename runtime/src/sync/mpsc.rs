@@ -107,10 +107,11 @@
 //! acquire/release, so the models check that the fences above, not the
 //! queue's own `SeqCst` operations, make the handshakes hold.
 
+use super::select_source::SelectSource;
 use crate::error::WaitError;
 use crate::loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use crate::loom::UnsafeCell;
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::wait_queue::{WaitKind, WaitQueue};
 use crate::sched;
 use crate::wait::{self, Butex};
 use crossbeam_utils::CachePadded;
@@ -335,6 +336,20 @@ impl<T> Chan<T> {
         };
         self.tx.waiting.fetch_sub(1, Ordering::Relaxed);
         r
+    }
+
+    /// Whether a receive would complete now: a message is there, or every
+    /// sender has gone.
+    fn ready_to_recv(&self) -> bool {
+        let queued = match &self.flavor {
+            Flavor::List(q) => !q.is_empty(),
+            Flavor::Array(q) => !q.is_empty(),
+            Flavor::Zero(s) => matches!(
+                s.load_state(Ordering::Acquire),
+                SlotState::Full | SlotState::Detached
+            ),
+        };
+        queued || self.senders.load(Ordering::Acquire) == 0
     }
 
     /// The receiver's pop: the next message, if one is there.
@@ -1023,7 +1038,42 @@ pub enum TrySendError<T> {
     Disconnected(T),
 }
 
+/// A receive in a `Select`: announced as `recv` parks (the flag, the
+/// fence, a last look), so that a sender that pushes after the look sees
+/// the flag and wakes the select's registration. See `select.rs`.
+impl<T> SelectSource for Receiver<T> {
+    fn is_ready(&self) -> bool {
+        self.chan.ready_to_recv()
+    }
+
+    fn announce(&self) -> Option<(&WaitQueue, u32)> {
+        let flag = self.chan.rx.value();
+        flag.store(PARKED, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if self.chan.ready_to_recv() {
+            flag.store(IDLE, Ordering::Relaxed);
+            return None;
+        }
+        Some((self.chan.rx.queue(), PARKED))
+    }
+
+    fn withdraw(&self) {
+        self.chan.rx.value().store(IDLE, Ordering::Relaxed);
+    }
+}
+
 impl RecvError {
+    /// What a wait that ended early means for a receive (the `select!`
+    /// macro's first arm gets it).
+    #[doc(hidden)]
+    pub fn from_wait(e: WaitError) -> RecvError {
+        match e {
+            WaitError::Interrupted => RecvError::Interrupted,
+            WaitError::Stopped => RecvError::Stopped,
+            _ => RecvError::DeadlineExceeded,
+        }
+    }
+
     /// Whether every sender has gone.
     pub fn is_disconnected(&self) -> bool {
         *self == RecvError::Disconnected

@@ -21,10 +21,11 @@
 //! taking it.
 
 use super::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
+use super::select_source::SelectSource;
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
 use crate::loom::UnsafeCell;
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::wait_queue::{WaitKind, WaitQueue};
 use crate::wait::{self, Butex};
 use std::fmt;
 use std::mem::{ManuallyDrop, MaybeUninit};
@@ -268,3 +269,36 @@ impl<T> fmt::Debug for Receiver<T> {
 #[cfg(all(test, loom))]
 #[path = "loom_oneshot.rs"]
 mod loom_oneshot;
+
+/// A receive in a `Select`: announced as `recv` parks (`PARKED` set with a
+/// CAS on the state read), so that the send or the sender's drop wakes the
+/// select's registration. See `select.rs`.
+impl<T> SelectSource for Receiver<T> {
+    fn is_ready(&self) -> bool {
+        self.inner.state.value().load(Ordering::Acquire) & (VALUE | TX_GONE | TAKEN) != 0
+    }
+
+    fn announce(&self) -> Option<(&WaitQueue, u32)> {
+        let st = self.inner.state.value();
+        let mut s = st.load(Ordering::Acquire);
+        loop {
+            if s & (VALUE | TX_GONE | TAKEN) != 0 {
+                return None;
+            }
+            if s & PARKED != 0 {
+                return Some((self.inner.state.queue(), s));
+            }
+            match st.compare_exchange(s, s | PARKED, Ordering::Acquire, Ordering::Acquire) {
+                Ok(_) => return Some((self.inner.state.queue(), s | PARKED)),
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    fn withdraw(&self) {
+        self.inner
+            .state
+            .value()
+            .fetch_and(!PARKED, Ordering::Relaxed);
+    }
+}

@@ -49,7 +49,9 @@
 use super::deadline::effective_deadline;
 use crate::error::{NoSuchTask, WaitError};
 use crate::loom::sync::atomic::{AtomicU32, Ordering};
+use crate::loom::sync::MutexGuard;
 use crate::loom::thread as os_thread;
+use crate::meta::family::for_each_child;
 use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
 use crate::meta::wait_queue::{claim, Outcome, WaitKind, WaitNode, WaitQueue, Waiter, Wake};
 use crate::meta::{table, EndState, InterruptState, TaskId, TaskRef, TaskTable};
@@ -145,7 +147,7 @@ pub(crate) fn wait(
 ) -> Result<(), WaitError> {
     let running = sched::current_task();
     let task = running.filter(|_| sched::can_suspend());
-    if kind.interruptible() && task.is_some_and(|t| t.is_stopped()) {
+    if kind.stoppable() && task.is_some_and(|t| t.is_stopped()) {
         return Err(WaitError::Stopped);
     }
     if queue.value().load(Ordering::Acquire) != expected {
@@ -214,7 +216,7 @@ impl Drop for Leave<'_> {
         let (t, node) = (self.t, self.node);
         // Our worker (a task's wait is left on its home worker's thread).
         let g = sched::current_group();
-        if node.kind().interruptible() {
+        if node.kind().stoppable() {
             t.lock_interrupts().waiting = ptr::null();
         }
         // SAFETY: written by our worker in `block` before we could resume
@@ -339,9 +341,10 @@ fn park_timeout(_: std::time::Duration) {
 }
 
 /// Step 2 of the module docs: links `node` into `queue`, unless the wait
-/// is refused: an interrupt is pending or the task is stopped (`st`, the
-/// task's interrupt state, locked, for an interruptible wait; the outcome is
-/// then `Interrupted`, and the interrupt consumed), or the value is no longer
+/// is refused: the task is stopped, or an interrupt is pending and the wait
+/// is interruptible (`st`, the task's interrupt state, locked, for a
+/// stoppable wait; the outcome is then `Interrupted`, and an interrupt
+/// consumed), or the value is no longer
 /// the expected one (`WouldBlock`). Returns whether it linked. Under the
 /// interrupt lock, so that an interrupter either finds the node linked or
 /// leaves its interrupt pending for this check.
@@ -356,8 +359,13 @@ pub(super) unsafe fn link_or_refuse(
     node: &WaitNode,
 ) -> bool {
     if let Some(st) = st.as_deref_mut() {
-        if st.pending || stopped() {
-            st.pending = false;
+        // A stoppable wait that is not interruptible (a join) leaves a
+        // pending interrupt for the next interruptible wait.
+        let interrupted = st.pending && node.kind().interruptible();
+        if interrupted || stopped() {
+            if interrupted {
+                st.pending = false;
+            }
             node.set_outcome(Outcome::Interrupted, Ordering::Relaxed);
             return false;
         }
@@ -388,7 +396,7 @@ unsafe impl Blocker for WaitNode {
         // SAFETY: the queue outlives the wait: its waiter holds a reference.
         let queue = unsafe { node.queue() };
         let linked = {
-            let mut st = node.kind().interruptible().then(|| t.lock_interrupts());
+            let mut st = node.kind().stoppable().then(|| t.lock_interrupts());
             // SAFETY: the node is `t`'s until `t` resumes, which needs it
             // unlinked first.
             unsafe { link_or_refuse(st.as_deref_mut(), || t.is_stopped(), queue, node) }
@@ -529,13 +537,20 @@ pub(super) fn on_timeout(node: *const WaitNode) {
     }
 }
 
-/// Ends `t`'s current interruptible wait with `Interrupted`, or remembers
-/// the interrupt for its next wait. Called with `t`'s interrupt lock held.
-pub(super) fn interrupt_locked(st: &mut InterruptState) -> Option<TaskRef> {
+/// Ends `t`'s current interruptible wait with `Interrupted` (or, for a
+/// stop, its current stoppable wait), or remembers the interrupt for its
+/// next wait. Called with `t`'s interrupt lock held (`st`), after a stop
+/// has marked the task stopped.
+pub(super) fn interrupt_locked(st: &mut InterruptState, how: Signal) -> Option<TaskRef> {
     st.pending = true;
     // SAFETY: `waiting` is set while the task is blocked on that node and
     // cleared (under this lock, which we hold) before the node goes away.
     let node = unsafe { st.waiting.as_ref() }?;
+    if how == Signal::Interrupt && !node.kind().interruptible() {
+        // A join: the interrupt stays pending for the next interruptible
+        // wait.
+        return None;
+    }
     // SAFETY: `waiting` is non-null only while the waiter is inside
     // `wait`, which borrows the queue; it clears `waiting` under this lock
     // before it returns, so the queue is alive while we hold the lock.
@@ -549,6 +564,13 @@ pub(super) fn interrupt_locked(st: &mut InterruptState) -> Option<TaskRef> {
         Some(Wake::Thread(th)) => {
             st.pending = false;
             th.unpark();
+            None
+        }
+        Some(w @ Wake::Relay(_)) => {
+            // A task's own wait is never a registration; handled all the
+            // same.
+            st.pending = false;
+            w.deliver(make_ready);
             None
         }
         None => None,
@@ -579,11 +601,34 @@ pub(crate) fn signal(id: TaskId, how: Signal) -> Result<(), NoSuchTask> {
         }
         if how == Signal::Stop {
             t.mark_stopped();
+            stop_children(t, &st);
         }
-        interrupt_locked(&mut st)
+        interrupt_locked(&mut st, how)
     };
     if let Some(t) = woken {
         make_ready(t);
     }
     Ok(())
+}
+
+/// Stops the running children of `t`, a task just marked stopped whose
+/// interrupt lock `st` is, and theirs in turn (`meta::family`): a request's
+/// children end with it. Each child's lock is taken under its parent's.
+fn stop_children(t: TaskRef, st: &MutexGuard<'_, InterruptState>) {
+    for_each_child(t, st, |child| {
+        let woken = {
+            let mut cst = child.lock_interrupts();
+            // Linked, so not ended: a child unlinks itself, under the lock
+            // we hold, before its end is published.
+            if child.is_stopped() {
+                return;
+            }
+            child.mark_stopped();
+            stop_children(child, &cst);
+            interrupt_locked(&mut cst, Signal::Stop)
+        };
+        if let Some(w) = woken {
+            make_ready(w);
+        }
+    });
 }

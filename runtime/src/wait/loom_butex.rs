@@ -8,7 +8,7 @@
 //! for `timer_done` (`leave` below, as `Leave` does).
 
 use super::butex::{
-    claim_for_stop, interrupt_locked, link_or_refuse, on_timeout, pass_on_unseen_wake,
+    claim_for_stop, interrupt_locked, link_or_refuse, on_timeout, pass_on_unseen_wake, Signal,
 };
 use super::Butex;
 use crate::error::WaitError;
@@ -111,7 +111,7 @@ fn spawn_interrupter(m: &Arc<Model>) -> thread::JoinHandle<bool> {
             waiting: &m.node,
         };
         assert!(
-            interrupt_locked(&mut st).is_none(),
+            interrupt_locked(&mut st, Signal::Interrupt).is_none(),
             "a thread waiter is unparked, not queued"
         );
         st.pending
@@ -231,7 +231,7 @@ fn loom_an_interrupt_racing_the_start_of_a_wait_is_not_lost() {
             let st = st.clone();
             thread::spawn(move || {
                 let mut st = st.0.lock().unwrap();
-                interrupt_locked(&mut st)
+                interrupt_locked(&mut st, Signal::Interrupt)
             })
         };
         // The worker's step 2 of `block`, for an interruptible wait.
@@ -274,7 +274,7 @@ fn loom_a_stop_racing_the_start_of_a_wait_refuses_every_wait() {
             thread::spawn(move || {
                 let mut st = st.0.lock().unwrap();
                 stopped.store(true, Ordering::Release);
-                interrupt_locked(&mut st)
+                interrupt_locked(&mut st, Signal::Interrupt)
             })
         });
         let is_stopped = || stopped.load(Ordering::Acquire);
