@@ -146,3 +146,10 @@ pub(crate) fn leave_family(me: &TaskMeta) {
         cf.parent.store(ptr::null_mut(), Ordering::Relaxed);
     }
 }
+
+/// Whether `t` has no parent and no running child (for the models).
+#[cfg(all(test, loom))]
+pub(crate) fn is_alone(t: TaskRef) -> bool {
+    let f = t.meta().family();
+    f.parent.load(Ordering::Acquire).is_null() && f.first_child.load(Ordering::Acquire).is_null()
+}

@@ -380,7 +380,9 @@ thread_local! {
 /// A pseudo-random index below `n` (xorshift): where a select starts to
 /// look, so that ready operations are chosen fairly.
 fn next_start(n: usize) -> usize {
-    if n == 1 {
+    // Loom replays each model many times on one thread: its choices must
+    // not depend on earlier runs.
+    if n == 1 || cfg!(loom) {
         return 0;
     }
     START.with(|s| {
@@ -476,3 +478,7 @@ macro_rules! select {
         }
     }};
 }
+
+#[cfg(all(test, loom))]
+#[path = "loom_select.rs"]
+mod loom_select;

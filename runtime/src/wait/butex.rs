@@ -599,11 +599,10 @@ pub(crate) fn signal(id: TaskId, how: Signal) -> Result<(), NoSuchTask> {
         if !TaskTable::is_current(&t, id) || t.end_state() != EndState::Running {
             return Err(NoSuchTask);
         }
-        if how == Signal::Stop {
-            t.mark_stopped();
-            stop_children(t, &st);
+        match how {
+            Signal::Stop => stop_locked(t, &mut st),
+            Signal::Interrupt => interrupt_locked(&mut st, how),
         }
-        interrupt_locked(&mut st, how)
     };
     if let Some(t) = woken {
         make_ready(t);
@@ -611,24 +610,27 @@ pub(crate) fn signal(id: TaskId, how: Signal) -> Result<(), NoSuchTask> {
     Ok(())
 }
 
-/// Stops the running children of `t`, a task just marked stopped whose
-/// interrupt lock `st` is, and theirs in turn (`meta::family`): a request's
-/// children end with it. Each child's lock is taken under its parent's.
-fn stop_children(t: TaskRef, st: &MutexGuard<'_, InterruptState>) {
+/// Stops `t`, whose interrupt lock `st` is: marks it stopped, stops its
+/// running children and theirs in turn (`meta::family`: a request's
+/// children end with it; each child's lock is taken under its parent's),
+/// and ends its current stoppable wait, returning the task to make ready
+/// once the lock is dropped.
+pub(super) fn stop_locked(t: TaskRef, st: &mut MutexGuard<'_, InterruptState>) -> Option<TaskRef> {
+    t.mark_stopped();
     for_each_child(t, st, |child| {
         let woken = {
             let mut cst = child.lock_interrupts();
             // Linked, so not ended: a child unlinks itself, under the lock
-            // we hold, before its end is published.
+            // we hold, before its end is published. One stopped already
+            // has had its children stopped, or they were born stopped.
             if child.is_stopped() {
                 return;
             }
-            child.mark_stopped();
-            stop_children(child, &cst);
-            interrupt_locked(&mut cst, Signal::Stop)
+            stop_locked(child, &mut cst)
         };
         if let Some(w) = woken {
             make_ready(w);
         }
     });
+    interrupt_locked(st, Signal::Stop)
 }

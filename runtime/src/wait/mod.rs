@@ -16,6 +16,8 @@ mod butex;
 pub(crate) mod deadline;
 #[cfg(all(test, loom))]
 mod loom_butex;
+#[cfg(all(test, loom))]
+mod loom_family;
 
 pub use butex::Butex;
 pub(crate) use butex::{signal, wait, Signal};
