@@ -36,6 +36,9 @@
 //!   waits *are* ended by `interrupt` and `stop` (with `Interrupted` and
 //!   `Stopped`), since a receive may wait for good; each module's docs
 //!   give its protocol.
+//! - [`watch`]: one value that changes, and many receivers that wait for
+//!   a change (a version in a butex, bumped by each send); its waits are
+//!   ended by `interrupt` and `stop` too, as the channels'.
 //!
 //! A task that waits while it unwinds (in a `Drop` run by a panic, or by the
 //! runtime's stop) cannot switch out mid-unwind: the wait blocks its worker
@@ -56,6 +59,7 @@ mod once_cell;
 pub mod oneshot;
 mod rwlock;
 mod semaphore;
+pub mod watch;
 
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use once_cell::OnceCell;
