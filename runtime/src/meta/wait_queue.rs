@@ -98,8 +98,8 @@ pub(crate) enum Waiter {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WaitKind {
     /// `interrupt` and `stop` too, and its runtime's stop: sleeps,
-    /// `Butex::wait`, `Semaphore`, the channels (`mpsc`, `oneshot`), I/O
-    /// readiness and the blocking-pool waits of `net`.
+    /// `Butex::wait`, `Semaphore`, the channels (`mpsc`, `oneshot`,
+    /// `watch`), I/O readiness and the blocking-pool waits of `net`.
     Interruptible,
     /// Not `interrupt` nor `stop` (an interrupt stays pending for the next
     /// interruptible wait); its runtime's stop does: joins, the locks
