@@ -27,7 +27,8 @@
 //!   trace.
 //! - [`Semaphore`]: an atomic count of permits, and a butex of releases
 //!   that waiters wait on; its waits, unlike the others here, are
-//!   interruptible.
+//!   interruptible. A permit taken through the semaphore's `Arc`
+//!   ([`OwnedSemaphorePermit`]) can move into another task.
 //! - [`Barrier`]: std's reusable barrier, a generation and a count in one
 //!   word; a waiter that gives up withdraws its arrival.
 //! - [`OnceCell`]: std's `OnceLock` whose waiters wait as tasks; a failed
@@ -64,7 +65,7 @@ pub mod watch;
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use once_cell::OnceCell;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-pub use semaphore::{Semaphore, SemaphorePermit, TryAcquireError};
+pub use semaphore::{OwnedSemaphorePermit, Semaphore, SemaphorePermit, TryAcquireError};
 
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
