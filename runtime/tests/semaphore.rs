@@ -252,3 +252,83 @@ fn a_permit_held_across_a_sleep_on_one_worker_completes() {
     b.join().unwrap().unwrap();
     assert_eq!(sem.available_permits(), 1);
 }
+
+/// Owned permits: taken through the `Arc`, all or none, counted, given
+/// back on drop (a forgotten one stays out), and `Send + Sync`.
+#[test]
+fn owned_permits_basics() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<spindle::sync::OwnedSemaphorePermit>();
+    let sem = Arc::new(Semaphore::new(3));
+    let a = sem.acquire_owned().unwrap();
+    let b = sem.acquire_many_owned(2).unwrap();
+    assert_eq!((a.num_permits(), b.num_permits()), (1, 2));
+    assert!(Arc::ptr_eq(a.semaphore(), &sem));
+    assert_eq!(sem.available_permits(), 0);
+    assert_eq!(
+        sem.try_acquire_owned().unwrap_err(),
+        TryAcquireError::NoPermits
+    );
+    assert_eq!(format!("{b:?}"), "OwnedSemaphorePermit { permits: 2 }");
+    drop(b);
+    assert_eq!(sem.available_permits(), 2);
+    assert!(sem.try_acquire_many_owned(3).is_err(), "all or none");
+    sem.try_acquire_owned().unwrap().forget();
+    assert_eq!(sem.available_permits(), 1, "a forgotten permit stays out");
+    assert_eq!(
+        Arc::strong_count(&sem),
+        2,
+        "a forgotten permit lets go of the Arc"
+    );
+    drop(a);
+    assert_eq!(sem.available_permits(), 2);
+    assert_eq!(Arc::strong_count(&sem), 1);
+}
+
+/// An owned permit taken on one side, moved into another task (by a
+/// spawn, and through a channel) and dropped there: its drop lets in a
+/// waiter that had been waiting for it.
+#[test]
+fn an_owned_permit_moved_into_another_task_lets_a_waiter_in() {
+    let rt = rt(2);
+    let sem = Arc::new(Semaphore::new(1));
+    let waiter = |sem: &Arc<Semaphore>| {
+        let sem = sem.clone();
+        rt.spawn(move || spindle::with_deadline(Instant::now() + LONG, || sem.acquire_owned()))
+    };
+
+    // Taken on this thread, dropped in a task.
+    let permit = sem.acquire_owned().unwrap();
+    let w = waiter(&sem);
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(
+        !w.is_finished(),
+        "the waiter got in while the permit was held"
+    );
+    rt.spawn(move || {
+        spindle::sleep(Duration::from_millis(5)).unwrap();
+        drop(permit);
+    })
+    .join()
+    .unwrap();
+    let permit = w.join().unwrap().unwrap();
+
+    // Taken by a task (the waiter's, above), sent to another task over a
+    // channel, dropped there.
+    let (tx, rx) = spindle::sync::mpsc::channel();
+    let holder = rt.spawn(move || {
+        let permit: spindle::sync::OwnedSemaphorePermit = rx.recv().unwrap();
+        spindle::sleep(Duration::from_millis(5)).unwrap();
+        drop(permit);
+    });
+    let w = waiter(&sem);
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(
+        !w.is_finished(),
+        "the waiter got in while the permit was held"
+    );
+    tx.send(permit).unwrap();
+    holder.join().unwrap();
+    drop(w.join().unwrap().unwrap());
+    assert_eq!(sem.available_permits(), 1);
+}

@@ -19,6 +19,14 @@
 //! `BufReader::read_exact` on a long read) still retries: to end such a
 //! call, `stop` the task (sticky: every later wait fails with an error of
 //! kind `Other`) or give it a deadline scope.
+//!
+//! # Telling the task's ends of a wait from the socket's errors
+//!
+//! Every `io::Error` that spindle makes for a wait's end carries the
+//! [`WaitError`] as its inner error; [`wait_error`] reads it, and answers
+//! only for the ends that come from the task's side (its deadline scope,
+//! `interrupt`, `stop`), so that a caller can tell "this request was cut
+//! short" from "the socket failed or timed out".
 
 pub(crate) mod blocking;
 #[cfg(all(test, loom))]
@@ -26,6 +34,7 @@ mod loom_io;
 pub(crate) mod source;
 
 use crate::driver::Direction;
+use crate::error::{JoinError, WaitError};
 use crate::sched;
 use source::{is_wait_interrupt, poll_thread, register, wait_readiness};
 use std::io;
@@ -157,6 +166,50 @@ pub(crate) fn register_for_select(
         dir,
         seq,
     }))
+}
+
+/// What ended the wait behind `e`, when the task's side ended it: the
+/// deadline of an enclosing [`with_deadline`](crate::with_deadline) scope
+/// (`DeadlineExceeded`), [`interrupt`](crate::interrupt) (`Interrupted`)
+/// or [`stop`](crate::stop) (`Stopped`). `None` for everything else: the
+/// socket's own errors, and the operation's own timeout (a socket's
+/// `set_read_timeout`, `wait_fd`'s deadline, `recv_timeout`: kind
+/// `TimedOut`, which the caller chose and may retry).
+///
+/// It works on every `io::Error` that spindle makes for a wait's end,
+/// from `net`, [`wait_fd`], and the conversions of spindle's errors
+/// (`WaitError`, `SleepError`, `JoinError`, the channels' receive
+/// errors), whose inner error (`get_ref()`) is the `WaitError` (a
+/// `JoinError::DeadlineExceeded` for a join).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let (_tx, mut rx) = spindle::sync::watch::channel(0u32);
+/// let soon = Instant::now() + Duration::from_millis(5);
+/// let r: std::io::Result<()> = spindle::with_deadline(soon, || Ok(rx.changed()?));
+/// let e = r.unwrap_err();
+/// assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+/// assert_eq!(spindle::io::wait_error(&e), Some(spindle::WaitError::DeadlineExceeded));
+///
+/// let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+/// assert_eq!(spindle::io::wait_error(&refused), None);
+/// ```
+pub fn wait_error(e: &io::Error) -> Option<WaitError> {
+    let inner = e.get_ref()?;
+    let ended = match (
+        inner.downcast_ref::<WaitError>(),
+        inner.downcast_ref::<JoinError>(),
+    ) {
+        (Some(w), _) => *w,
+        (None, Some(JoinError::DeadlineExceeded)) => WaitError::DeadlineExceeded,
+        _ => return None,
+    };
+    match ended {
+        WaitError::DeadlineExceeded | WaitError::Interrupted | WaitError::Stopped => Some(ended),
+        // The operation's own timeout, and a wait that never began.
+        WaitError::TimedOut | WaitError::WouldBlock => None,
+    }
 }
 
 /// Whether `fd` is ready now (`ppoll` without waiting).

@@ -147,8 +147,8 @@ impl Relay {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WaitKind {
     /// `interrupt` and `stop` too, and its runtime's stop: sleeps,
-    /// `Butex::wait`, `Semaphore`, the channels (`mpsc`, `oneshot`), I/O
-    /// readiness and the blocking-pool waits of `net`.
+    /// `Butex::wait`, `Semaphore`, the channels (`mpsc`, `oneshot`,
+    /// `watch`), I/O readiness and the blocking-pool waits of `net`.
     Interruptible,
     /// `stop` and its runtime's stop, not `interrupt` (an interrupt stays
     /// pending for the next interruptible wait): joins (`JoinHandle`,

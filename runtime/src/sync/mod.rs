@@ -27,7 +27,8 @@
 //!   trace.
 //! - [`Semaphore`]: an atomic count of permits, and a butex of releases
 //!   that waiters wait on; its waits, unlike the others here, are
-//!   interruptible.
+//!   interruptible. A permit taken through the semaphore's `Arc`
+//!   ([`OwnedSemaphorePermit`]) can move into another task.
 //! - [`Barrier`]: std's reusable barrier, a generation and a count in one
 //!   word; a waiter that gives up withdraws its arrival.
 //! - [`OnceCell`]: std's `OnceLock` whose waiters wait as tasks; a failed
@@ -36,6 +37,9 @@
 //!   waits *are* ended by `interrupt` and `stop` (with `Interrupted` and
 //!   `Stopped`), since a receive may wait for good; each module's docs
 //!   give its protocol.
+//! - [`watch`]: one value that changes, and many receivers that wait for
+//!   a change (a version in a butex, bumped by each send); its waits are
+//!   ended by `interrupt` and `stop` too, as the channels'.
 //!
 //! A task that waits while it unwinds (in a `Drop` run by a panic, or by the
 //! runtime's stop) cannot switch out mid-unwind: the wait blocks its worker
@@ -58,6 +62,7 @@ mod rwlock;
 mod select;
 mod select_source;
 mod semaphore;
+pub mod watch;
 
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use once_cell::OnceCell;
@@ -65,7 +70,7 @@ pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 #[doc(hidden)]
 pub use select::__select_ended;
 pub use select::{Select, SelectedOperation};
-pub use semaphore::{Semaphore, SemaphorePermit, TryAcquireError};
+pub use semaphore::{OwnedSemaphorePermit, Semaphore, SemaphorePermit, TryAcquireError};
 
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;

@@ -1211,6 +1211,43 @@ impl std::error::Error for RecvError {}
 impl std::error::Error for RecvTimeoutError {}
 impl std::error::Error for TryRecvError {}
 
+/// A receive's error as an `io::Error`, for code that `?`s receives and
+/// socket calls into one `io::Result`. A wait's end is what the I/O layer
+/// reports for it (`From<WaitError>`: `TimedOut`, `Interrupted`, or
+/// `Other` for a stop, never `Interrupted`, which std's retry loops would
+/// swallow), with the [`WaitError`] as the inner error, so that
+/// [`io::wait_error`](crate::io::wait_error) tells it apart.
+/// `Disconnected` is `UnexpectedEof`, the receive's error inside: the
+/// stream of messages ended where one was awaited, as a `read_exact`
+/// that meets the end of a file. (Not `BrokenPipe`, which is a write's
+/// error: the other end went before it could take what was sent.)
+impl From<RecvError> for std::io::Error {
+    fn from(e: RecvError) -> std::io::Error {
+        match e {
+            RecvError::Disconnected => std::io::Error::new(std::io::ErrorKind::UnexpectedEof, e),
+            RecvError::DeadlineExceeded => WaitError::DeadlineExceeded.into(),
+            RecvError::Interrupted => WaitError::Interrupted.into(),
+            RecvError::Stopped => WaitError::Stopped.into(),
+        }
+    }
+}
+
+/// As `From<RecvError>`; the receive's own timeout is `TimedOut` with
+/// `WaitError::TimedOut` inside, as a socket's own timeout.
+impl From<RecvTimeoutError> for std::io::Error {
+    fn from(e: RecvTimeoutError) -> std::io::Error {
+        match e {
+            RecvTimeoutError::Timeout => WaitError::TimedOut.into(),
+            RecvTimeoutError::Disconnected => {
+                std::io::Error::new(std::io::ErrorKind::UnexpectedEof, e)
+            }
+            RecvTimeoutError::DeadlineExceeded => WaitError::DeadlineExceeded.into(),
+            RecvTimeoutError::Interrupted => WaitError::Interrupted.into(),
+            RecvTimeoutError::Stopped => WaitError::Stopped.into(),
+        }
+    }
+}
+
 impl<T> SendError<T> {
     fn new(value: T, kind: SendErrorKind) -> Self {
         SendError { value, kind }

@@ -20,12 +20,18 @@
 //!
 //! A wait that an error ends took no wake-up (a wait has one outcome), so
 //! it takes no permit and loses nothing for the others.
+//!
+//! A permit borrows its semaphore ([`SemaphorePermit`]), or, taken through
+//! an `Arc` (`acquire_owned`), holds a clone of that `Arc`
+//! ([`OwnedSemaphorePermit`]): it can then move into another task, or be
+//! kept in a struct, and gives its permits back wherever it drops.
 
 use crate::error::WaitError;
 use crate::loom::sync::atomic::{fence, AtomicUsize, Ordering};
 use crate::meta::wait_queue::WaitKind;
 use crate::wait::{self, Butex};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A counting semaphore whose waiters suspend (tasks) or park (threads).
@@ -56,6 +62,30 @@ pub struct Semaphore {
 #[must_use = "the permits are given back as soon as the permit is dropped"]
 pub struct SemaphorePermit<'a> {
     sem: &'a Semaphore,
+    n: usize,
+}
+
+/// Permits taken from a [`Semaphore`] in an `Arc`, holding a clone of
+/// that `Arc`; given back on drop. Unlike a [`SemaphorePermit`] it
+/// borrows nothing, so it can move into another task (or thread) and be
+/// given back there:
+///
+/// ```
+/// use spindle::sync::Semaphore;
+/// use std::sync::Arc;
+///
+/// let sem = Arc::new(Semaphore::new(1));
+/// let permit = sem.try_acquire_owned().unwrap();
+/// let worker = spindle::spawn(move || {
+///     // ... work that holds the permit ...
+///     drop(permit);
+/// });
+/// worker.join().unwrap();
+/// assert_eq!(sem.available_permits(), 1);
+/// ```
+#[must_use = "the permits are given back as soon as the permit is dropped"]
+pub struct OwnedSemaphorePermit {
+    sem: Arc<Semaphore>,
     n: usize,
 }
 
@@ -153,15 +183,28 @@ impl Semaphore {
         n: usize,
         deadline: Option<Instant>,
     ) -> Result<SemaphorePermit<'_>, WaitError> {
-        assert!(
-            n <= Self::MAX_PERMITS,
-            "more permits than a semaphore holds"
-        );
-        if self.try_take(n) {
-            return Ok(SemaphorePermit { sem: self, n });
-        }
-        self.acquire_slow(n, deadline)?;
+        self.take_or_wait(n, deadline)?;
         Ok(SemaphorePermit { sem: self, n })
+    }
+
+    /// Like [`acquire`](Self::acquire), through the semaphore's `Arc`:
+    /// the permit holds a clone of it, and can move into another task
+    /// (see [`OwnedSemaphorePermit`]).
+    pub fn acquire_owned(self: &Arc<Self>) -> Result<OwnedSemaphorePermit, WaitError> {
+        self.acquire_many_owned(1)
+    }
+
+    /// Like [`acquire_many`](Self::acquire_many), through the semaphore's
+    /// `Arc` (see [`acquire_owned`](Self::acquire_owned)).
+    pub fn acquire_many_owned(
+        self: &Arc<Self>,
+        n: usize,
+    ) -> Result<OwnedSemaphorePermit, WaitError> {
+        self.take_or_wait(n, None)?;
+        Ok(OwnedSemaphorePermit {
+            sem: Arc::clone(self),
+            n,
+        })
     }
 
     /// Takes a permit if one is free, without waiting.
@@ -176,6 +219,41 @@ impl Semaphore {
         } else {
             Err(TryAcquireError::NoPermits)
         }
+    }
+
+    /// Like [`try_acquire`](Self::try_acquire), through the semaphore's
+    /// `Arc` (see [`acquire_owned`](Self::acquire_owned)).
+    pub fn try_acquire_owned(self: &Arc<Self>) -> Result<OwnedSemaphorePermit, TryAcquireError> {
+        self.try_acquire_many_owned(1)
+    }
+
+    /// Like [`try_acquire_many`](Self::try_acquire_many), through the
+    /// semaphore's `Arc` (see [`acquire_owned`](Self::acquire_owned)).
+    pub fn try_acquire_many_owned(
+        self: &Arc<Self>,
+        n: usize,
+    ) -> Result<OwnedSemaphorePermit, TryAcquireError> {
+        if self.try_take(n) {
+            Ok(OwnedSemaphorePermit {
+                sem: Arc::clone(self),
+                n,
+            })
+        } else {
+            Err(TryAcquireError::NoPermits)
+        }
+    }
+
+    /// Takes `n` permits, waiting until there are (the body of every
+    /// acquire that waits).
+    fn take_or_wait(&self, n: usize, deadline: Option<Instant>) -> Result<(), WaitError> {
+        assert!(
+            n <= Self::MAX_PERMITS,
+            "more permits than a semaphore holds"
+        );
+        if self.try_take(n) {
+            return Ok(());
+        }
+        self.acquire_slow(n, deadline)
     }
 
     fn try_take(&self, n: usize) -> bool {
@@ -305,6 +383,38 @@ impl Drop for SemaphorePermit<'_> {
 impl fmt::Debug for SemaphorePermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SemaphorePermit")
+            .field("permits", &self.n)
+            .finish()
+    }
+}
+
+impl OwnedSemaphorePermit {
+    /// How many permits this holds.
+    pub fn num_permits(&self) -> usize {
+        self.n
+    }
+
+    /// The semaphore the permits came from.
+    pub fn semaphore(&self) -> &Arc<Semaphore> {
+        &self.sem
+    }
+
+    /// Keeps the permits out of the semaphore for good: dropping the permit
+    /// no longer gives them back (the semaphore's `Arc` is let go).
+    pub fn forget(mut self) {
+        self.n = 0;
+    }
+}
+
+impl Drop for OwnedSemaphorePermit {
+    fn drop(&mut self) {
+        self.sem.release(self.n);
+    }
+}
+
+impl fmt::Debug for OwnedSemaphorePermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedSemaphorePermit")
             .field("permits", &self.n)
             .finish()
     }
