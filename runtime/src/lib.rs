@@ -103,6 +103,7 @@ pub mod io;
 pub mod net;
 mod runtime;
 mod scope;
+pub mod signal;
 pub mod sync;
 pub mod task;
 mod time;

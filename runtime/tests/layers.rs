@@ -30,7 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("io", &["io"]),
     (
         "public",
-        &["net", "runtime", "scope", "sync", "task", "time"],
+        &["net", "runtime", "scope", "signal", "sync", "task", "time"],
     ),
 ];
 
