@@ -104,6 +104,7 @@ mod join_set;
 pub mod net;
 mod runtime;
 mod scope;
+pub mod signal;
 pub mod sync;
 pub mod task;
 mod time;

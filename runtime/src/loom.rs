@@ -23,6 +23,13 @@ pub(crate) mod sync {
     }
 }
 
+/// std's flag, under loom too, for what a signal handler sets: a handler
+/// runs outside any loom model, and signal-hook's `flag::register` takes
+/// std's type. Nothing else uses it.
+pub(crate) mod signal_handler {
+    pub(crate) use std::sync::atomic::{AtomicBool, Ordering};
+}
+
 pub(crate) use spindle_parking::loom::thread;
 
 pub(crate) use spindle_parking::loom::cell::UnsafeCell;

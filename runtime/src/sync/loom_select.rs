@@ -4,9 +4,9 @@
 //! butex wait as a plain thread does), over the model queue of
 //! `loom_mpsc`. A deadline is one that has already passed, as there.
 
-use crate::sync::mpsc::{channel, sync_channel, TryRecvError};
 use super::Select;
 use crate::error::WaitError;
+use crate::sync::mpsc::{channel, sync_channel, TryRecvError};
 use loom::thread;
 use std::time::Instant;
 

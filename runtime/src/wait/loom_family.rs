@@ -29,7 +29,10 @@ fn loom_an_adoption_racing_a_stop_of_its_parent_stops_the_child() {
         adopt(parent, child);
         stopper.join().unwrap();
         assert!(parent.is_stopped());
-        assert!(child.is_stopped(), "the stop missed a child adopted beside it");
+        assert!(
+            child.is_stopped(),
+            "the stop missed a child adopted beside it"
+        );
     });
 }
 
