@@ -3,14 +3,16 @@
 //!
 //! Each task of the set is spawned with a *member token* that it drops
 //! once its result is stored (or, if its body never runs, with the body):
-//! the token sends the task's key on the set's own channel. So the set
-//! learns of every end, a panic and a cancellation included, in the order
-//! they come, and `join_next` is a receive on that channel (suspending the
-//! task, deadline-aware, interruptible) followed by a join of the task it
-//! names, which has ended or is a few instructions from it. Keys are the
-//! set's own sequence numbers, not task ids: a token must carry its key
-//! before its task exists. A key that names no member any more (detached)
-//! is skipped.
+//! the token tells the set its key (`Told`: a push under a short lock,
+//! then an epoch bump and a wake-up of the butex the set waits on). So
+//! the set learns of every end, a panic and a cancellation included, in
+//! the order they come, and `join_next` is a wait for the epoch to move
+//! (suspending the task at once, which lets the set's tasks on its worker
+//! run; deadline-aware, interruptible), followed by a join of the task a
+//! key names, which has ended or is a few instructions from it. Keys are
+//! the set's own (a slot and its generation), not task ids: a token must
+//! carry its key before its task exists. A key that names no member any
+//! more (detached) is skipped.
 //!
 //! The tasks are the spawning task's children (`meta::family`): they run
 //! in its deadline scope and are stopped with it. Dropping the set stops
@@ -18,12 +20,16 @@
 
 use crate::error::{JoinError, WaitError};
 use crate::id::TaskId;
-use crate::sync::mpsc::{self, RecvError, TryRecvError};
+use crate::loom::lock;
+use crate::loom::sync::atomic::Ordering;
+use crate::loom::sync::Mutex;
+use crate::meta::wait_queue::WaitKind;
 use crate::task::{self, JoinHandle, WhenStopping};
-use std::collections::{HashMap, VecDeque};
+use crate::wait::{self, Butex};
+use std::collections::VecDeque;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
 
 /// A set of tasks that returns their results as they end: spawn into it,
 /// then [`join_next`](Self::join_next) until it is empty.
@@ -50,13 +56,24 @@ use std::panic::{self, AssertUnwindSafe};
 /// still running (it does not wait for them); [`detach_all`](Self::detach_all)
 /// lets them run on instead.
 pub struct JoinSet<T> {
-    members: HashMap<u64, JoinHandle<T>, BuildHasherDefault<KeyHasher>>,
-    next_key: u64,
+    members: Members<T>,
     /// Keys whose tasks have said they ended, read off the channel but not
     /// yet joined (a `join_next` whose wait for the end was cut short).
     ended: VecDeque<u64>,
-    ended_tx: mpsc::Sender<u64>,
-    ended_rx: mpsc::Receiver<u64>,
+    /// Where the tasks say they ended.
+    told: Arc<Told>,
+}
+
+/// Where a set's tasks say they ended: their keys, under a lock held for
+/// a push or a swap, and an epoch in a butex that each end bumps (after
+/// its push) and wakes. The set reads the epoch, then looks at the keys,
+/// and waits while the epoch is unchanged: an end that its look missed
+/// bumps the epoch after, which the wait's check under the butex's lock
+/// sees, or wakes the wait once it is linked. No fence is needed: the
+/// lock orders the push and the look.
+struct Told {
+    keys: Mutex<Vec<u64>>,
+    epoch: Butex,
 }
 
 impl<T> fmt::Debug for JoinSet<T> {
@@ -81,26 +98,28 @@ pub type JoinNext<T> = (TaskId, Result<T, JoinError>);
 /// task's result is stored, or with its body if that never runs.
 struct Member {
     key: u64,
-    ended: mpsc::Sender<u64>,
+    told: Arc<Told>,
 }
 
 impl Drop for Member {
     fn drop(&mut self) {
-        // The set may be gone: nobody to tell.
-        let _ = self.ended.send(self.key);
+        // The set may be gone: then nobody reads it.
+        lock(&self.told.keys).push(self.key);
+        self.told.epoch.value().fetch_add(1, Ordering::Release);
+        self.told.epoch.wake_one();
     }
 }
 
 impl<T: Send + 'static> JoinSet<T> {
     /// An empty set.
     pub fn new() -> Self {
-        let (ended_tx, ended_rx) = mpsc::channel();
         JoinSet {
-            members: HashMap::default(),
-            next_key: 0,
+            members: Members::new(),
             ended: VecDeque::new(),
-            ended_tx,
-            ended_rx,
+            told: Arc::new(Told {
+                keys: Mutex::new(Vec::new()),
+                epoch: Butex::new(0),
+            }),
         }
     }
 
@@ -126,11 +145,10 @@ impl<T: Send + 'static> JoinSet<T> {
     where
         F: FnOnce() -> T + Send + 'static,
     {
-        let key = self.next_key;
-        self.next_key += 1;
+        let key = self.members.next_key();
         let member = Member {
             key,
-            ended: self.ended_tx.clone(),
+            told: self.told.clone(),
         };
         let body = move || {
             let member = member;
@@ -157,7 +175,21 @@ impl<T: Send + 'static> JoinSet<T> {
             }
             let key = match self.ended.pop_front() {
                 Some(key) => key,
-                None => self.ended_rx.recv().map_err(wait_error_of)?,
+                None => {
+                    let epoch = self.told.epoch.value().load(Ordering::Acquire);
+                    if self.take_told() {
+                        continue;
+                    }
+                    match wait::wait(
+                        self.told.epoch.queue(),
+                        epoch,
+                        None,
+                        WaitKind::Interruptible,
+                    ) {
+                        Ok(()) | Err(WaitError::WouldBlock) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
             };
             if let Some(r) = self.join_ended(key)? {
                 return Ok(Some(r));
@@ -165,25 +197,36 @@ impl<T: Send + 'static> JoinSet<T> {
         }
     }
 
+    /// Moves the keys the tasks have told into `ended`; whether there were
+    /// any.
+    fn take_told(&mut self) -> bool {
+        let mut keys = lock(&self.told.keys);
+        if keys.is_empty() {
+            return false;
+        }
+        self.ended.extend(keys.drain(..));
+        true
+    }
+
     /// The next task of the set that has ended, if any, without waiting.
     pub fn try_join_next(&mut self) -> Option<JoinNext<T>> {
+        self.take_told();
         // Keys of tasks a moment from their end are kept for later.
         let mut not_yet = Vec::new();
-        let found = loop {
-            let key = match self.ended.pop_front() {
-                Some(key) => key,
-                None => match self.ended_rx.try_recv() {
-                    Ok(key) => key,
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break None,
-                },
-            };
-            match self.members.get(&key) {
+        let mut found = None;
+        while let Some(key) = self.ended.pop_front() {
+            match self.members.get(key) {
                 None => {}
-                Some(h) if h.is_finished() => break self.take(key),
+                Some(h) if h.is_finished() => {
+                    found = self.take(key);
+                    break;
+                }
                 Some(_) => not_yet.push(key),
             }
-        };
-        self.ended.extend(not_yet);
+        }
+        for key in not_yet.into_iter().rev() {
+            self.ended.push_front(key);
+        }
         found
     }
 
@@ -216,7 +259,7 @@ impl<T: Send + 'static> JoinSet<T> {
     /// names no member (detached). Its end may be a moment behind its
     /// word: the wait for it may be cut short (the key is then kept).
     fn join_ended(&mut self, key: u64) -> Result<Option<JoinNext<T>>, WaitError> {
-        let Some(h) = self.members.get(&key) else {
+        let Some(h) = self.members.get(key) else {
             return Ok(None);
         };
         if let Err(e) = h.wait_end() {
@@ -228,7 +271,7 @@ impl<T: Send + 'static> JoinSet<T> {
 
     /// Removes the ended task of `key` and takes its result.
     fn take(&mut self, key: u64) -> Option<JoinNext<T>> {
-        let h = self.members.remove(&key)?;
+        let h = self.members.remove(key)?;
         let r = h.try_take().expect("the task has ended");
         Some((h.id(), r))
     }
@@ -242,34 +285,82 @@ impl<T> Drop for JoinSet<T> {
     }
 }
 
-/// What ended a receive on the set's channel, as the wait's error (the set
-/// holds a sender: the channel never disconnects).
-fn wait_error_of(e: RecvError) -> WaitError {
-    match e {
-        RecvError::DeadlineExceeded => WaitError::DeadlineExceeded,
-        RecvError::Interrupted => WaitError::Interrupted,
-        RecvError::Stopped => WaitError::Stopped,
-        _ => unreachable!("the set's own channel disconnected: {e:?}"),
-    }
+/// The set's tasks, by key: a slab of handles whose keys are the slot's
+/// index and its generation (bumped each time the slot is filled), so a
+/// key of a task that has left the set never names a later one.
+struct Members<T> {
+    slots: Vec<(u32, Option<JoinHandle<T>>)>,
+    free: Vec<u32>,
+    len: usize,
 }
 
-/// Hashes the set's keys, sequence numbers, by a multiply: SipHash's
-/// resistance to chosen keys buys nothing here.
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+impl<T> Members<T> {
+    fn new() -> Self {
+        Members {
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
         }
     }
 
-    fn write_u64(&mut self, key: u64) {
-        self.0 = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    /// The key the next [`insert`](Self::insert) takes (made first: a
+    /// task's token carries it before the task exists).
+    fn next_key(&mut self) -> u64 {
+        let index = match self.free.last() {
+            Some(&i) => i,
+            None => {
+                let i = u32::try_from(self.slots.len()).expect("fewer than 2^32 tasks in a set");
+                self.slots.push((0, None));
+                self.free.push(i);
+                i
+            }
+        };
+        let generation = self.slots[index as usize].0.wrapping_add(1);
+        u64::from(generation) << 32 | u64::from(index)
+    }
+
+    fn insert(&mut self, key: u64, handle: JoinHandle<T>) {
+        let index = self.free.pop().expect("next_key reserved a slot");
+        debug_assert_eq!(u64::from(index), key & u64::from(u32::MAX));
+        let slot = &mut self.slots[index as usize];
+        *slot = ((key >> 32) as u32, Some(handle));
+        self.len += 1;
+    }
+
+    fn get(&self, key: u64) -> Option<&JoinHandle<T>> {
+        match self.slots.get((key & u64::from(u32::MAX)) as usize)? {
+            (generation, Some(h)) if u64::from(*generation) == key >> 32 => Some(h),
+            _ => None,
+        }
+    }
+
+    fn remove(&mut self, key: u64) -> Option<JoinHandle<T>> {
+        self.get(key)?;
+        let index = (key & u64::from(u32::MAX)) as u32;
+        let h = self.slots[index as usize].1.take();
+        self.free.push(index);
+        self.len -= 1;
+        h
+    }
+
+    fn values(&self) -> impl Iterator<Item = &JoinHandle<T>> {
+        self.slots.iter().filter_map(|(_, h)| h.as_ref())
+    }
+
+    fn clear(&mut self) {
+        for (i, (_, h)) in self.slots.iter_mut().enumerate() {
+            if h.take().is_some() {
+                self.free.push(i as u32);
+            }
+        }
+        self.len = 0;
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }

@@ -298,3 +298,39 @@ fn an_interrupt_leaves_a_join_and_ends_the_next_sleep() {
     tx.send(()).unwrap();
     assert_eq!(joiner.join().unwrap(), (true, Err(SleepError::Interrupted)));
 }
+
+/// Stress: tasks on both workers end while the set's owner waits, looks
+/// and waits again; every result comes back exactly once.
+#[test]
+fn every_task_of_a_busy_set_is_joined_once() {
+    let rt = rt(2);
+    let seen = rt.block_on(|| {
+        let mut set = JoinSet::new();
+        let mut seen = vec![false; 4000];
+        for round in 0..4u64 {
+            for i in 0..1000u64 {
+                let n = round * 1000 + i;
+                set.spawn(move || {
+                    if n % 3 == 0 {
+                        spindle::yield_now();
+                    }
+                    n
+                });
+            }
+            // Join half now, the rest with the next rounds.
+            for _ in 0..500 {
+                let (_, r) = set.join_next().unwrap().unwrap();
+                let n = r.unwrap() as usize;
+                assert!(!seen[n], "task {n} joined twice");
+                seen[n] = true;
+            }
+        }
+        while let Some((_, r)) = set.join_next().unwrap() {
+            let n = r.unwrap() as usize;
+            assert!(!seen[n], "task {n} joined twice");
+            seen[n] = true;
+        }
+        seen
+    });
+    assert!(seen.iter().all(|&s| s));
+}
