@@ -45,6 +45,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 /// One operation of a select.
+#[derive(Clone, Copy)]
 enum Op<'a> {
     Source(&'a (dyn SelectSource + 'a)),
     Fd(BorrowedFd<'a>, Interest),
@@ -83,7 +84,47 @@ enum Op<'a> {
 /// [`writable`](Self::writable)) is waited for through the poller from a
 /// task; from a plain thread it is checked every millisecond.
 pub struct Select<'a> {
-    ops: Vec<Op<'a>>,
+    ops: Ops<'a>,
+}
+
+/// The operations of a select: the first few inline, so that a select of
+/// a few operations (the common case, built anew for each wait) allocates
+/// nothing unless it has to wait.
+struct Ops<'a> {
+    inline: [Option<Op<'a>>; INLINE_OPS],
+    spilled: Vec<Op<'a>>,
+    len: usize,
+}
+
+const INLINE_OPS: usize = 4;
+
+impl<'a> Ops<'a> {
+    fn push(&mut self, op: Op<'a>) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) => *slot = Some(op),
+            None => self.spilled.push(op),
+        }
+        self.len += 1;
+    }
+
+    fn get(&self, i: usize) -> Op<'a> {
+        match self.inline.get(i) {
+            Some(op) => op.expect("an operation below len"),
+            None => self.spilled[i - INLINE_OPS],
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn iter(&self) -> impl Iterator<Item = Op<'a>> + '_ {
+        (0..self.len).map(|i| self.get(i))
+    }
 }
 
 impl fmt::Debug for Select<'_> {
@@ -121,13 +162,17 @@ impl<'a> Select<'a> {
     /// A select with no operations.
     pub fn new() -> Self {
         Select {
-            ops: Vec::with_capacity(4),
+            ops: Ops {
+                inline: [None; INLINE_OPS],
+                spilled: Vec::new(),
+                len: 0,
+            },
         }
     }
 
     fn push(&mut self, op: Op<'a>) -> usize {
         self.ops.push(op);
-        self.ops.len() - 1
+        self.ops.len - 1
     }
 
     /// Adds a receive on `rx`; returns its index.
@@ -196,8 +241,8 @@ impl<'a> Select<'a> {
     }
 
     fn selected(&self, index: usize) -> SelectedOperation<'a> {
-        let op = match &self.ops[index] {
-            Op::Source(s) => (*s as *const dyn SelectSource).cast::<()>(),
+        let op = match self.ops.get(index) {
+            Op::Source(s) => (s as *const dyn SelectSource).cast::<()>(),
             Op::Fd(..) => std::ptr::null(),
         };
         SelectedOperation {
@@ -215,9 +260,9 @@ impl<'a> Select<'a> {
         let start = next_start(n);
         (0..n)
             .map(|k| (start + k) % n)
-            .find(|&i| match &self.ops[i] {
+            .find(|&i| match self.ops.get(i) {
                 Op::Source(s) => s.is_ready(),
-                Op::Fd(fd, interest) => fd_ready(*fd, *interest),
+                Op::Fd(fd, interest) => fd_ready(fd, interest),
             })
     }
 
@@ -268,11 +313,11 @@ impl<'a> Select<'a> {
                 Op::Source(s) => match s.announce() {
                     None => return Ok(Some(i)),
                     Some(q) => {
-                        reg.announced.push(*s);
+                        reg.announced.push(s);
                         q
                     }
                 },
-                Op::Fd(fd, interest) if in_task => match io::register_for_select(*fd, *interest) {
+                Op::Fd(fd, interest) if in_task => match io::register_for_select(fd, interest) {
                     Ok(Some(r)) => {
                         reg.fds.push(r);
                         let r = reg.fds.last().expect("just pushed");
