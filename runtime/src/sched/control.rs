@@ -13,7 +13,7 @@ use super::idle::Idle;
 use super::queue::RemoteQueue;
 use crate::driver::PollerShared;
 use crate::loom::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed,
+    fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed,
     Ordering::Release, Ordering::SeqCst,
 };
 use crate::loom::sync::Mutex;
@@ -141,7 +141,7 @@ pub(crate) struct TaskControl {
     /// workers) between their check of `stopping` and their push: a
     /// stopping worker waits for them before it cancels its queues (see
     /// [`OutsideSpawn`]).
-    outside_spawns: AtomicUsize,
+    outside_spawns: OutsideSpawns,
     pub(crate) config: Config,
     /// Tasks spawned from plain threads (workers count their own).
     pub(crate) spawned_outside: AtomicU64,
@@ -161,7 +161,7 @@ impl TaskControl {
             next_outside: AtomicUsize::new(0),
             stacks: StackPool::new(config.stack_size),
             stopping: AtomicBool::new(false),
-            outside_spawns: AtomicUsize::new(0),
+            outside_spawns: OutsideSpawns::new(),
             config,
             spawned_outside: AtomicU64::new(0),
             threads: Mutex::new(Vec::new()),
@@ -173,35 +173,13 @@ impl TaskControl {
     /// Begins a spawn from outside the runtime: `None` if it is stopping
     /// (the spawn must not queue: no worker would run or cancel it).
     pub(crate) fn begin_outside_spawn(&self) -> Option<OutsideSpawn<'_>> {
-        // Dekker with `wait_for_outside_spawns`: the count, then the flag;
-        // the stop stores the flag, then its workers read the count. Either
-        // this spawn sees the stop, or the workers see the spawn and wait
-        // for its push before they drain their queues.
-        self.outside_spawns.fetch_add(1, SeqCst);
-        if self.stopping.load(SeqCst) {
-            self.outside_spawns.fetch_sub(1, SeqCst);
-            return None;
-        }
-        Some(OutsideSpawn(self))
+        self.outside_spawns.begin(&self.stopping)
     }
 
     /// At stop, before a worker cancels what is queued on it: waits until
-    /// no spawn from outside is between its check and its push (a few
-    /// instructions, unless its thread was preempted there).
+    /// no spawn from outside is between its check and its push.
     pub(crate) fn wait_for_outside_spawns(&self) {
-        // A SeqCst read of the flag, so that the count's read below comes
-        // after the stop's store in the order both sides agree on.
-        let stopping = self.stopping.load(SeqCst);
-        debug_assert!(stopping, "only a stopping worker waits for spawns");
-        let mut spins = 0u32;
-        while self.outside_spawns.load(SeqCst) != 0 {
-            if spins < 100 {
-                spins += 1;
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
+        self.outside_spawns.wait(&self.stopping)
     }
 
     pub(crate) fn group(&self, i: usize) -> Option<&GroupRemote> {
@@ -266,14 +244,65 @@ impl TaskControl {
     }
 }
 
+/// Spawns from outside a runtime (plain threads, other runtimes' workers)
+/// between their check of the stop flag and their push: a stopping worker
+/// waits for them before it drains its queues for the last time.
+///
+/// A store-buffering handshake: a spawn counts itself in, then reads the
+/// flag; the stop stores the flag, then each worker reads the count (all
+/// `SeqCst`). Either the spawn sees the stop and queues nothing, or the
+/// worker sees the spawn and waits for its push, then drains it.
+#[derive(Debug)]
+pub(crate) struct OutsideSpawns(AtomicUsize);
+
+impl OutsideSpawns {
+    pub(crate) fn new() -> Self {
+        OutsideSpawns(AtomicUsize::new(0))
+    }
+
+    /// Begins a spawn: `None` if `stopping` is set.
+    pub(crate) fn begin<'a>(&'a self, stopping: &AtomicBool) -> Option<OutsideSpawn<'a>> {
+        self.0.fetch_add(1, SeqCst);
+        // The handshake's fence (as the channels'): it orders the count's
+        // store before the flag's load against the stop's side.
+        fence(SeqCst);
+        if stopping.load(SeqCst) {
+            self.0.fetch_sub(1, SeqCst);
+            return None;
+        }
+        Some(OutsideSpawn(self))
+    }
+
+    /// Waits until no spawn is under way (a few instructions, unless its
+    /// thread was preempted between its check and its push). For a worker
+    /// that has seen `stopping` set.
+    pub(crate) fn wait(&self, stopping: &AtomicBool) {
+        // The flag was seen set; the fence orders that before the count's
+        // read, against the spawn's side.
+        let stopping = stopping.load(SeqCst);
+        debug_assert!(stopping, "only a stopping worker waits for spawns");
+        fence(SeqCst);
+        let mut spins = 0u32;
+        while self.0.load(SeqCst) != 0 {
+            // (Under loom, a spin must let the model's other threads on.)
+            if spins < 100 && !cfg!(loom) {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                crate::loom::thread::yield_now();
+            }
+        }
+    }
+}
+
 /// A spawn from outside the runtime under way: the runtime was not
 /// stopping when it began, and its workers will not drain their queues
 /// before it is dropped (after the push).
-pub(crate) struct OutsideSpawn<'a>(&'a TaskControl);
+pub(crate) struct OutsideSpawn<'a>(&'a OutsideSpawns);
 
 impl Drop for OutsideSpawn<'_> {
     fn drop(&mut self) {
-        self.0.outside_spawns.fetch_sub(1, SeqCst);
+        (self.0).0.fetch_sub(1, SeqCst);
     }
 }
 

@@ -62,3 +62,43 @@ fn loom_the_drop_waits_for_a_waker_on_its_way_out() {
         waker.join().expect("the waker does not panic");
     });
 }
+
+/// A spawn from outside the runtime (`OutsideSpawns::begin`, then a push)
+/// races its stop (the flag, then a worker's `OutsideSpawns::wait` and its
+/// last drain): the task is either refused or drained, never left queued
+/// after the drain.
+#[test]
+fn loom_an_outside_spawn_racing_the_stop_is_refused_or_drained() {
+    loom::model(|| {
+        let shared = Arc::new((
+            OutsideSpawns::new(),
+            AtomicBool::new(false),
+            loom::sync::Mutex::new(Vec::<u32>::new()),
+        ));
+        let spawner = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                let (spawns, stopping, queue) = &*shared;
+                match spawns.begin(stopping) {
+                    Some(under_way) => {
+                        queue.lock().unwrap().push(1);
+                        drop(under_way);
+                        true
+                    }
+                    None => false,
+                }
+            })
+        };
+        let (spawns, stopping, queue) = &*shared;
+        stopping.store(true, SeqCst);
+        // The worker's end: wait for spawns under way, then drain.
+        spawns.wait(stopping);
+        let drained = std::mem::take(&mut *queue.lock().unwrap());
+        let queued = spawner.join().unwrap();
+        assert_eq!(
+            drained.len(),
+            usize::from(queued),
+            "a spawn was left queued"
+        );
+    });
+}
