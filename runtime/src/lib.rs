@@ -100,6 +100,7 @@ mod wait;
 // I/O: fd readiness waits, the blocking pool (its public part is `io`).
 pub mod io;
 // Public layers.
+mod future;
 mod join_set;
 pub mod net;
 mod runtime;

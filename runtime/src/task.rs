@@ -11,6 +11,8 @@
 //! first runs); from a plain thread it goes in the inbox of the worker that
 //! thread spawns onto (`TaskControl::push_outside`).
 
+pub use crate::future::{block_on_future, JoinFuture};
+
 use crate::error::{JoinError, NoSuchTask};
 use crate::io::blocking;
 use crate::loom::sync::atomic::Ordering;

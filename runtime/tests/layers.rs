@@ -31,7 +31,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "public",
         &[
-            "join_set", "net", "runtime", "scope", "signal", "sync", "task", "time",
+            "future", "join_set", "net", "runtime", "scope", "signal", "sync", "task", "time",
         ],
     ),
 ];

@@ -91,6 +91,9 @@ pub(crate) enum Waiter {
     /// A `Select`'s registration: the wake-up goes on to the relay, on
     /// whose queue the selecting task or thread waits (see [`Relay`]).
     Relay(*const Relay),
+    /// An async program's future awaiting this queue (a `JoinHandle`
+    /// awaited): its waker is woken.
+    Waker(std::task::Waker),
 }
 
 /// Where the registrations of one `Select` hand their wake-ups: a queue
@@ -395,6 +398,8 @@ pub(crate) enum Wake {
     Thread(Thread),
     /// Counted in the relay's `in_flight` by the claim.
     Relay(*const Relay),
+    /// A clone of a future's waker, taken by the claim.
+    Waker(std::task::Waker),
 }
 
 impl Wake {
@@ -413,6 +418,7 @@ impl Wake {
                 // Last touch of the relay.
                 r.in_flight.fetch_sub(1, Ordering::Release);
             }
+            Wake::Waker(w) => w.wake(),
         }
     }
 }
@@ -441,6 +447,7 @@ pub(crate) unsafe fn claim(list: &mut WaitList, node: &WaitNode, outcome: Outcom
             unsafe { &**r }.in_flight.fetch_add(1, Ordering::Relaxed);
             Wake::Relay(*r)
         }
+        Waiter::Waker(w) => Wake::Waker(w.clone()),
     });
     node.outcome.store(outcome.word(), Ordering::Release);
     Some(wake)

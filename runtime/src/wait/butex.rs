@@ -566,7 +566,7 @@ pub(super) fn interrupt_locked(st: &mut InterruptState, how: Signal) -> Option<T
             th.unpark();
             None
         }
-        Some(w @ Wake::Relay(_)) => {
+        Some(w @ (Wake::Relay(_) | Wake::Waker(_))) => {
             // A task's own wait is never a registration; handled all the
             // same.
             st.pending = false;
