@@ -24,14 +24,15 @@
 //! result is taken at the first poll, without registering.
 
 use crate::error::{JoinError, WaitError};
-use crate::loom::sync::atomic::{AtomicBool, Ordering};
+use crate::loom::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use crate::meta::wait_queue::{WaitKind, WaitNode, Waiter};
 use crate::sched;
 use crate::task::JoinHandle;
 use crate::wait::{self, Butex};
 use std::future::{Future, IntoFuture};
 use std::pin::{pin, Pin};
-use std::sync::{Arc, OnceLock};
+use std::ptr;
+use std::sync::Arc;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Wake, Waker};
 
 /// What the clones of a `block_on_future` waker share: the epoch its wait
@@ -43,7 +44,8 @@ struct Epoch {
 impl Epoch {
     fn bump(&self) {
         self.butex.value().fetch_add(1, Ordering::Release);
-        self.butex.wake_all();
+        // One waiter at most: the task (or thread) in `block_on_future`.
+        self.butex.wake_one();
     }
 }
 
@@ -60,18 +62,59 @@ impl Wake for Epoch {
 /// The waker of the polls themselves, on the caller's stack: a clone of it
 /// makes (once) and hands out the shared [`Epoch`].
 struct Local {
-    epoch: OnceLock<Arc<Epoch>>,
+    /// The shared epoch, made by the first clone: an `Arc::into_raw`, or
+    /// null. (An atomic, not a `Cell`: a future may hand its borrowed
+    /// waker to a scoped thread during its poll.)
+    epoch: AtomicPtr<Epoch>,
     /// Woken through the borrowed waker (during a poll): poll again.
     woken: AtomicBool,
 }
 
 impl Local {
-    fn epoch(&self) -> &Arc<Epoch> {
-        self.epoch.get_or_init(|| {
-            Arc::new(Epoch {
+    /// The shared epoch, if a clone has made it.
+    fn get(&self) -> Option<&Epoch> {
+        // SAFETY: non-null, it is an `Arc::into_raw` this `Local` owns a
+        // count of until it drops.
+        unsafe { self.epoch.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// The shared epoch, made if need be; a new count of it.
+    fn clone_epoch(&self) -> Arc<Epoch> {
+        let mut p = self.epoch.load(Ordering::Acquire);
+        if p.is_null() {
+            let made = Arc::into_raw(Arc::new(Epoch {
                 butex: Butex::new(0),
-            })
-        })
+            }))
+            .cast_mut();
+            p = match self.epoch.compare_exchange(
+                ptr::null_mut(),
+                made,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => made,
+                Err(theirs) => {
+                    // SAFETY: ours, never shared: made just above.
+                    drop(unsafe { Arc::from_raw(made) });
+                    theirs
+                }
+            };
+        }
+        // SAFETY: an `Arc::into_raw` whose count this `Local` holds.
+        unsafe {
+            Arc::increment_strong_count(p);
+            Arc::from_raw(p)
+        }
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let p = self.epoch.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: the count this `Local` held (see `clone_epoch`).
+            drop(unsafe { Arc::from_raw(p) });
+        }
     }
 }
 
@@ -83,7 +126,7 @@ unsafe fn local_clone(data: *const ()) -> RawWaker {
     // SAFETY: `data` is the `Local` of a `block_on_future` whose poll is
     // under way (a borrowed waker is used only during its poll).
     let local = unsafe { &*data.cast::<Local>() };
-    let waker = std::mem::ManuallyDrop::new(Waker::from(local.epoch().clone()));
+    let waker = std::mem::ManuallyDrop::new(Waker::from(local.clone_epoch()));
     RawWaker::new(waker.data(), waker.vtable())
 }
 
@@ -91,7 +134,7 @@ unsafe fn local_wake(data: *const ()) {
     // SAFETY: as in `local_clone`.
     let local = unsafe { &*data.cast::<Local>() };
     local.woken.store(true, Ordering::Release);
-    if let Some(e) = local.epoch.get() {
+    if let Some(e) = local.get() {
         e.bump();
     }
 }
@@ -120,7 +163,7 @@ unsafe fn local_drop(_: *const ()) {}
 pub fn block_on_future<F: Future>(future: F) -> Result<F::Output, WaitError> {
     let mut future = pin!(future);
     let local = Local {
-        epoch: OnceLock::new(),
+        epoch: AtomicPtr::new(ptr::null_mut()),
         woken: AtomicBool::new(false),
     };
     // SAFETY: the vtable's functions keep the waker's contract: `local`
@@ -137,10 +180,7 @@ pub fn block_on_future<F: Future>(future: F) -> Result<F::Output, WaitError> {
     // wake it but its deadline scope, an interrupt or a stop.
     let forgotten = Butex::new(0);
     loop {
-        let seen = local
-            .epoch
-            .get()
-            .map(|e| e.butex.value().load(Ordering::Acquire));
+        let seen = local.get().map(|e| e.butex.value().load(Ordering::Acquire));
         if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
             return Ok(v);
         }
@@ -152,7 +192,7 @@ pub fn block_on_future<F: Future>(future: F) -> Result<F::Output, WaitError> {
             }
             continue;
         }
-        let (queue, expected) = match local.epoch.get() {
+        let (queue, expected) = match local.get() {
             // An epoch made during this poll started at 0.
             Some(e) => (e.butex.queue(), seen.unwrap_or(0)),
             None => (forgotten.queue(), 0),
