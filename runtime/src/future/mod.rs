@@ -298,5 +298,4 @@ impl<T> Drop for JoinFuture<T> {
 impl<T> Unpin for JoinFuture<T> {}
 
 #[cfg(all(test, loom))]
-#[path = "loom_future.rs"]
 mod loom_future;
