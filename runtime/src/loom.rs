@@ -34,3 +34,21 @@ pub(crate) use spindle_parking::loom::thread;
 
 pub(crate) use spindle_parking::loom::cell::UnsafeCell;
 pub(crate) use spindle_parking::loom::lock;
+
+/// Waits until `done()`, for a hand-off a few instructions from its end
+/// on another thread (a timer callback's last touch, a delivery still in
+/// flight, a spawn between its check and its push): spins a hundred times,
+/// then yields the CPU, which the other thread may be waiting for on a
+/// machine of few cores. Under loom it yields at once, so that the model's
+/// other threads run.
+pub(crate) fn spin_until(mut done: impl FnMut() -> bool) {
+    let mut spins = 0u32;
+    while !done() {
+        if spins < 100 && !cfg!(loom) {
+            spins += 1;
+            std::hint::spin_loop();
+        } else {
+            thread::yield_now();
+        }
+    }
+}

@@ -329,10 +329,7 @@ impl Runtime {
     /// what was entered before it. Inside a task it changes nothing: a
     /// task's spawns go to its own runtime.
     pub fn enter(&self) -> EnterGuard<'_> {
-        EnterGuard {
-            _entered: sched::enter(self.control.clone()),
-            _runtime: PhantomData,
-        }
+        EnterGuard::new(&self.control)
     }
 
     /// The number of workers.
@@ -664,10 +661,7 @@ impl Handle {
 
     /// Enters this runtime on this thread (see [`Runtime::enter`]).
     pub fn enter(&self) -> EnterGuard<'_> {
-        EnterGuard {
-            _entered: sched::enter(self.control.clone()),
-            _runtime: PhantomData,
-        }
+        EnterGuard::new(&self.control)
     }
 
     /// The runtime's counters (see [`Runtime::stats`]).
@@ -692,6 +686,15 @@ impl Handle {
 pub struct EnterGuard<'a> {
     _entered: sched::Entered,
     _runtime: PhantomData<&'a ()>,
+}
+
+impl EnterGuard<'_> {
+    fn new(control: &Arc<TaskControl>) -> Self {
+        EnterGuard {
+            _entered: sched::enter(control.clone()),
+            _runtime: PhantomData,
+        }
+    }
 }
 
 struct SendPtr<T>(*mut T);

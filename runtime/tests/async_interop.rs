@@ -191,24 +191,20 @@ fn deadline_interrupt_and_stop_end_the_wait_and_drop_the_future_once() {
     });
     assert_eq!(r, Err(WaitError::DeadlineExceeded));
     assert_eq!(drops.load(Ordering::SeqCst), 1);
-    for stop in [false, true] {
+    // Each run reports its wait's end and how often its future was dropped
+    // by the time the wait returned.
+    let ended = common::end_by_interrupt_and_stop(&rt, || {
         let drops = Arc::new(AtomicUsize::new(0));
-        let d = drops.clone();
-        let h = rt.spawn(move || block_on_future(Dropped(Gate::default(), d)));
-        std::thread::sleep(Duration::from_millis(20));
-        if stop {
-            h.stop().unwrap();
-        } else {
-            h.interrupt().unwrap();
-        }
-        let want = if stop {
-            WaitError::Stopped
-        } else {
-            WaitError::Interrupted
-        };
-        assert_eq!(h.join().unwrap(), Err(want));
-        assert_eq!(drops.load(Ordering::SeqCst), 1);
-    }
+        let r = block_on_future(Dropped(Gate::default(), drops.clone()));
+        (r, drops.load(Ordering::SeqCst))
+    });
+    assert_eq!(
+        ended,
+        (
+            (Err(WaitError::Interrupted), 1),
+            (Err(WaitError::Stopped), 1)
+        )
+    );
 }
 
 /// A minimal executor: polls on this thread, parks between wake-ups.

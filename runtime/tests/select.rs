@@ -107,26 +107,16 @@ fn deadlines_interrupts_and_stops_end_a_select() {
     });
     assert_eq!(r, Err(WaitError::DeadlineExceeded));
     assert_eq!(Select::new().select().unwrap_err(), WaitError::WouldBlock);
-    for stop in [false, true] {
-        let h = rt.spawn(move || {
-            let (_tx, rx) = mpsc::channel::<u8>();
-            let mut sel = Select::new();
-            sel.recv(&rx);
-            sel.select().map(|op| op.index())
-        });
-        std::thread::sleep(Duration::from_millis(20));
-        if stop {
-            h.stop().unwrap();
-        } else {
-            h.interrupt().unwrap();
-        }
-        let want = if stop {
-            WaitError::Stopped
-        } else {
-            WaitError::Interrupted
-        };
-        assert_eq!(h.join().unwrap(), Err(want));
-    }
+    let ended = common::end_by_interrupt_and_stop(&rt, || {
+        let (_tx, rx) = mpsc::channel::<u8>();
+        let mut sel = Select::new();
+        sel.recv(&rx);
+        sel.select().map(|op| op.index())
+    });
+    assert_eq!(
+        ended,
+        (Err(WaitError::Interrupted), Err(WaitError::Stopped))
+    );
 }
 
 /// Guards the other kinds of operation: a task's end, a oneshot's value,

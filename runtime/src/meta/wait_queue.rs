@@ -130,15 +130,7 @@ impl Relay {
     /// relay (a few instructions, unless the waker's thread was preempted
     /// there).
     pub(crate) fn wait_for_deliveries(&self) {
-        let mut spins = 0u32;
-        while self.in_flight.load(Ordering::Acquire) != 0 {
-            if spins < 100 {
-                spins += 1;
-                std::hint::spin_loop();
-            } else {
-                crate::loom::thread::yield_now();
-            }
-        }
+        crate::loom::spin_until(|| self.in_flight.load(Ordering::Acquire) == 0);
     }
 }
 

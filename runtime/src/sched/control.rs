@@ -282,16 +282,7 @@ impl OutsideSpawns {
         let stopping = stopping.load(SeqCst);
         debug_assert!(stopping, "only a stopping worker waits for spawns");
         fence(SeqCst);
-        let mut spins = 0u32;
-        while self.0.load(SeqCst) != 0 {
-            // (Under loom, a spin must let the model's other threads on.)
-            if spins < 100 && !cfg!(loom) {
-                spins += 1;
-                std::hint::spin_loop();
-            } else {
-                crate::loom::thread::yield_now();
-            }
-        }
+        crate::loom::spin_until(|| self.0.load(SeqCst) == 0);
     }
 }
 

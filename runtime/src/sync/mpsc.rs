@@ -1067,11 +1067,7 @@ impl RecvError {
     /// macro's first arm gets it).
     #[doc(hidden)]
     pub fn from_wait(e: WaitError) -> RecvError {
-        match e {
-            WaitError::Interrupted => RecvError::Interrupted,
-            WaitError::Stopped => RecvError::Stopped,
-            _ => RecvError::DeadlineExceeded,
-        }
+        RecvError::from_timeout(RecvTimeoutError::from(ended(e)))
     }
 
     /// Whether every sender has gone.

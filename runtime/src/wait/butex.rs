@@ -237,15 +237,7 @@ impl Drop for Leave<'_> {
                 // is a few instructions from done, unless the timer thread
                 // was preempted there: then give it the CPU (on a machine
                 // of few cores, it may be waiting for ours).
-                let mut spins = 0u32;
-                while !node.timer_done() {
-                    if spins < 100 {
-                        spins += 1;
-                        std::hint::spin_loop();
-                    } else {
-                        os_thread::yield_now();
-                    }
-                }
+                crate::loom::spin_until(|| node.timer_done());
             }
         }
         if g.is_some_and(TaskGroup::is_unwinding_cancelled) {

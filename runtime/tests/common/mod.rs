@@ -91,3 +91,23 @@ impl Gate {
         self.0.wake_all();
     }
 }
+
+/// Spawns `wait` on `rt` twice, and ends its wait once with an interrupt
+/// and once with a stop (20 ms after the spawn, when it is waiting):
+/// returns what each run returned, `(interrupted, stopped)`.
+pub fn end_by_interrupt_and_stop<R: Send + 'static>(
+    rt: &spindle::Runtime,
+    wait: impl Fn() -> R + Clone + Send + 'static,
+) -> (R, R) {
+    let run = |stop: bool| {
+        let h = rt.spawn(wait.clone());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        if stop {
+            h.stop().unwrap();
+        } else {
+            h.interrupt().unwrap();
+        }
+        h.join().unwrap()
+    };
+    (run(false), run(true))
+}
