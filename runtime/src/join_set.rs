@@ -23,7 +23,8 @@ use crate::id::TaskId;
 use crate::loom::lock;
 use crate::loom::sync::atomic::Ordering;
 use crate::loom::sync::Mutex;
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::task::{self, JoinHandle, WhenStopping};
 use crate::wait::{self, Butex};
 use std::collections::VecDeque;
@@ -184,7 +185,8 @@ impl<T: Send + 'static> JoinSet<T> {
                         self.told.epoch.queue(),
                         epoch,
                         None,
-                        WaitKind::Interruptible,
+                        WaitPolicy::Interruptible,
+                        WaitOn::Join,
                     ) {
                         Ok(()) | Err(WaitError::WouldBlock) => continue,
                         Err(e) => return Err(e),

@@ -100,6 +100,7 @@ mod wait;
 // I/O: fd readiness waits, the blocking pool (its public part is `io`).
 pub mod io;
 // Public layers.
+mod dump;
 mod future;
 mod join_set;
 pub mod net;
@@ -110,6 +111,7 @@ pub mod sync;
 pub mod task;
 mod time;
 
+pub use dump::{TaskDump, TaskInfo, TaskState, WaitKind};
 pub use error::{JoinError, NoSuchTask, PanicPayload, SetWorkersError, SleepError, WaitError};
 pub use id::TaskId;
 pub use join_set::{JoinNext, JoinSet};

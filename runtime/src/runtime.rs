@@ -13,7 +13,8 @@
 use crate::error::{JoinError, SetWorkersError};
 use crate::loom::lock;
 use crate::loom::sync::atomic::Ordering;
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::meta::{EndState, TaskRef};
 use crate::sched::{
     self, Config, Cpus, GroupRemote, TaskControl, TaskGroup, DEFAULT_IDLE_POLL, DEFAULT_SLEEP_SPIN,
@@ -35,6 +36,8 @@ pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 /// An M:N runtime: worker threads running tasks. See the crate docs.
 pub struct Runtime {
     pub(crate) control: Arc<TaskControl>,
+    /// The thread of [`Builder::dump_on_signal`], stopped with the runtime.
+    dump_on_signal: Option<crate::dump::DumpOnSignal>,
 }
 
 /// What a reader of a log wants: not every worker's queues (and no lock).
@@ -59,6 +62,8 @@ pub struct Builder {
     /// `None`: the default, budgeted.
     sleep_spin: Option<Duration>,
     idle_poll: Duration,
+    /// The signal that prints a task dump, if any.
+    dump_on_signal: Option<libc::c_int>,
 }
 
 impl Default for Builder {
@@ -71,6 +76,7 @@ impl Default for Builder {
             stall_threshold: DEFAULT_STALL_THRESHOLD,
             sleep_spin: None,
             idle_poll: DEFAULT_IDLE_POLL,
+            dump_on_signal: None,
         }
     }
 }
@@ -183,6 +189,21 @@ impl Builder {
         self
     }
 
+    /// Prints a task dump ([`Runtime::dump`]) to stderr each time the
+    /// process receives `signal`, as Go does on `SIGQUIT`:
+    /// `.dump_on_signal(libc::SIGQUIT)`, then `kill -QUIT <pid>` (or
+    /// Ctrl-\\ in a terminal). The signal's default action (for `SIGQUIT`,
+    /// ending the process with a core dump) no longer happens, for the life
+    /// of the process (see [`signal`](crate::signal), "What a program
+    /// sees"). A thread of its own waits for the signal, so a dump
+    /// comes even when every worker is held by a task. Off by default.
+    /// `build` fails with `InvalidInput` for a signal that cannot be
+    /// waited for (see [`signal::Signals::new`](crate::signal::Signals::new)).
+    pub fn dump_on_signal(mut self, signal: libc::c_int) -> Self {
+        self.dump_on_signal = Some(signal);
+        self
+    }
+
     /// Starts the runtime. Bad values (0 or more than 256 workers, a stack
     /// size over 1 TiB, a thread name with a NUL byte) are `InvalidInput`
     /// errors; a stack size the OS cannot map (more memory than it will
@@ -214,7 +235,8 @@ impl Builder {
         }
         let stack_size = stack::check_size(self.stack_size)?;
         start_timer()?;
-        let rt = Runtime {
+        let mut rt = Runtime {
+            dump_on_signal: None,
             control: Arc::new(TaskControl::new(Config {
                 stack_size,
                 thread_name: self.thread_name,
@@ -229,6 +251,12 @@ impl Builder {
         rt.add_workers(workers)?;
         if let Some(id) = sched::start_watchdog(Arc::downgrade(&rt.control), self.stall_threshold) {
             let _ = rt.control.watchdog.set(id);
+        }
+        if let Some(sig) = self.dump_on_signal {
+            let control = Arc::downgrade(&rt.control);
+            rt.dump_on_signal = Some(crate::dump::DumpOnSignal::start(sig, move || {
+                control.upgrade().map(|c| dump(&c))
+            })?);
         }
         Ok(rt)
     }
@@ -414,6 +442,29 @@ impl Runtime {
         stats(&self.control)
     }
 
+    /// Every live task of the runtime, with what it is doing and, in
+    /// builds with frame pointers, the stack it is suspended on
+    /// (`docs/observing.md`). The world does not stop: each task's entry is
+    /// consistent on its own, and no worker is held from its tasks for
+    /// more than about half a millisecond at a time. Callable from
+    /// anywhere, a task of this runtime included.
+    ///
+    /// ```
+    /// use spindle::{Runtime, TaskState};
+    /// use std::time::Duration;
+    ///
+    /// let rt = Runtime::builder().workers(1).build().unwrap();
+    /// let sleeper = rt.spawn(|| spindle::sleep(Duration::from_secs(60)));
+    /// while !rt.dump().iter().any(|t| matches!(t.state, TaskState::Sleeping { .. })) {
+    ///     std::thread::yield_now();
+    /// }
+    /// println!("{}", rt.dump());
+    /// sleeper.stop().unwrap();
+    /// ```
+    pub fn dump(&self) -> crate::TaskDump {
+        dump(&self.control)
+    }
+
     /// Stops the workers and waits for them to exit (from a task, of this
     /// runtime or another, it returns at once instead: the workers exit on
     /// their own, and waiting could deadlock). Also on drop.
@@ -519,6 +570,21 @@ fn stats(control: &TaskControl) -> RuntimeStats {
     s
 }
 
+/// `Runtime::dump` and `Handle::dump`: the dump's walkers are tasks placed
+/// on each worker (`dump.rs`).
+fn dump(control: &Arc<TaskControl>) -> crate::TaskDump {
+    let handle = Handle {
+        control: control.clone(),
+    };
+    crate::dump::take(control, &|w, walk| {
+        task::Builder::new()
+            .name("spindle-dump")
+            .worker(w)
+            .spawn_on(&handle, walk)
+            .is_ok()
+    })
+}
+
 /// `Runtime::block_on` and `Handle::block_on` (see the former).
 ///
 /// # Panics
@@ -574,7 +640,8 @@ where
                 t.join_queue(),
                 EndState::Running.word(),
                 None,
-                WaitKind::Uncancellable,
+                WaitPolicy::Uncancellable,
+                WaitOn::Join,
             );
         }
     });
@@ -667,6 +734,11 @@ impl Handle {
     /// The runtime's counters (see [`Runtime::stats`]).
     pub fn stats(&self) -> RuntimeStats {
         stats(&self.control)
+    }
+
+    /// The runtime's live tasks (see [`Runtime::dump`]).
+    pub fn dump(&self) -> crate::TaskDump {
+        dump(&self.control)
     }
 
     /// Whether `other` is a handle to the same runtime.

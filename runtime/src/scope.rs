@@ -19,7 +19,8 @@ use crate::error::JoinError;
 use crate::error::NoSuchTask;
 use crate::id::TaskId;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering};
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::sched;
 use crate::task::{self, JoinHandle};
 use crate::wait::{self, deadline, Butex};
@@ -114,7 +115,13 @@ impl ScopeData {
             }
             // Only the count reaching zero ends this wait (see the module
             // docs); a spurious return re-checks.
-            let _ = wait::wait(self.live.queue(), live, None, WaitKind::Uncancellable);
+            let _ = wait::wait(
+                self.live.queue(),
+                live,
+                None,
+                WaitPolicy::Uncancellable,
+                WaitOn::Join,
+            );
         });
     }
 }

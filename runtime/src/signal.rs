@@ -220,6 +220,23 @@ impl Signals {
         })
     }
 
+    /// The fd that becomes readable when one of the signals comes (for a
+    /// thread that polls it beside others: `dump::DumpOnSignal`).
+    pub(crate) fn wake_fd(&self) -> std::os::fd::RawFd {
+        self.wake.get_ref().as_raw_fd()
+    }
+
+    /// After [`wake_fd`](Self::wake_fd) polled readable: reads its
+    /// wake-up bytes, then takes the next signal that came, if any.
+    pub(crate) fn take_after_wake(&self) -> io::Result<Option<c_int>> {
+        if drain(self.wake.get_ref())? {
+            return Err(io::Error::other(
+                "the signal's registration was removed by another library",
+            ));
+        }
+        Ok(self.try_recv())
+    }
+
     /// The next of the signals that came since the last one was taken, if
     /// any: never waits.
     pub fn try_recv(&self) -> Option<c_int> {

@@ -16,11 +16,12 @@ pub use crate::future::{block_on_future, JoinFuture};
 use crate::error::{JoinError, NoSuchTask};
 use crate::io::blocking;
 use crate::loom::sync::atomic::Ordering;
+use crate::meta::activity::WaitOn;
 use crate::meta::family;
 use crate::meta::locals::LocalValues;
 use crate::meta::seam::Suspend;
 use crate::meta::slots::PendingBody;
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::meta::{self, EndState, ResultState, TaskId, TaskRef};
 use crate::runtime::Handle;
 use crate::sched::{self, GroupStats, OutsideSpawn, TaskControl};
@@ -562,7 +563,8 @@ impl<T> JoinHandle<T> {
                 self.task.join_queue(),
                 EndState::Running.word(),
                 None,
-                WaitKind::Stoppable,
+                WaitPolicy::Stoppable,
+                WaitOn::Join,
             ) {
                 Err(WaitError::DeadlineExceeded) => return Err(JoinError::DeadlineExceeded),
                 Err(WaitError::Stopped) => return Err(JoinError::Stopped),
@@ -599,7 +601,8 @@ impl<T> JoinHandle<T> {
                 self.task.join_queue(),
                 EndState::Running.word(),
                 None,
-                WaitKind::Stoppable,
+                WaitPolicy::Stoppable,
+                WaitOn::Join,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),
@@ -712,7 +715,7 @@ where
 {
     let pending = blocking::start(f);
     spawn(
-        move || match pending.wait(WaitKind::Uninterruptible, None) {
+        move || match pending.wait(WaitPolicy::Uninterruptible, None) {
             Ok(Ok(value)) => value,
             Ok(Err(panic)) => std::panic::resume_unwind(panic),
             Err(e) => unreachable!("an uninterruptible wait with no deadline ended: {e}"),

@@ -12,7 +12,8 @@
 
 use crate::error::{NoSuchTask, SleepError, WaitError};
 use crate::loom::sync::atomic::Ordering;
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::meta::TaskId;
 use crate::sched;
 use crate::wait::deadline::{effective_deadline, scope_deadline, scoped};
@@ -94,7 +95,13 @@ fn sleep_inner(deadline: Option<Instant>) -> Result<(), SleepError> {
     };
     let sleep = t.sleep_queue();
     let expected = sleep.value().load(Ordering::Relaxed);
-    match wait::wait(sleep, expected, deadline, WaitKind::Interruptible) {
+    match wait::wait(
+        sleep,
+        expected,
+        deadline,
+        WaitPolicy::Interruptible,
+        WaitOn::Sleep,
+    ) {
         // Nobody wakes the sleep queue: a wake-up is spurious; treat it as a
         // short sleep rather than loop (callers of sleep tolerate early wakes
         // no better than late ones, and none happen).

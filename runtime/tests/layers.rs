@@ -31,7 +31,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "public",
         &[
-            "future", "join_set", "net", "runtime", "scope", "signal", "sync", "task", "time",
+            "dump", "future", "join_set", "net", "runtime", "scope", "signal", "sync", "task",
+            "time",
         ],
     ),
 ];

@@ -25,7 +25,8 @@
 
 use crate::error::{JoinError, WaitError};
 use crate::loom::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
-use crate::meta::wait_queue::{WaitKind, WaitNode, Waiter};
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::{WaitNode, WaitPolicy, Waiter};
 use crate::sched;
 use crate::task::JoinHandle;
 use crate::wait::{self, Butex};
@@ -197,7 +198,13 @@ pub fn block_on_future<F: Future>(future: F) -> Result<F::Output, WaitError> {
             Some(e) => (e.butex.queue(), seen.unwrap_or(0)),
             None => (forgotten.queue(), 0),
         };
-        match wait::wait(queue, expected, None, WaitKind::Interruptible) {
+        match wait::wait(
+            queue,
+            expected,
+            None,
+            WaitPolicy::Interruptible,
+            WaitOn::Future,
+        ) {
             Ok(()) | Err(WaitError::WouldBlock) => {}
             Err(e) => return Err(e),
         }
@@ -273,7 +280,7 @@ impl<T> Future for JoinFuture<T> {
             queue,
             running,
             Waiter::Waker(cx.waker().clone()),
-            WaitKind::Uninterruptible,
+            WaitPolicy::Uninterruptible,
             None,
         ));
         // SAFETY: the node is boxed, so it does not move while linked, and

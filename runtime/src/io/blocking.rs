@@ -16,7 +16,8 @@
 use crate::error::WaitError;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering};
 use crate::loom::sync::Mutex;
-use crate::meta::wait_queue::{WaitKind, WaitQueue};
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::{WaitPolicy, WaitQueue};
 use crate::sched::{self, make_ready};
 use crate::wait;
 use std::collections::VecDeque;
@@ -197,7 +198,7 @@ impl<T> Pending<T> {
     /// `kind` until `deadline`.
     pub(crate) fn wait(
         self,
-        kind: WaitKind,
+        kind: WaitPolicy,
         deadline: Option<Instant>,
     ) -> Result<thread::Result<T>, WaitError> {
         let c = &self.0;
@@ -206,7 +207,7 @@ impl<T> Pending<T> {
                 let r = crate::loom::lock(&c.result).take();
                 return Ok(r.expect("a finished job leaves its result"));
             }
-            match wait::wait(&c.done, 0, deadline, kind) {
+            match wait::wait(&c.done, 0, deadline, kind, WaitOn::Blocking) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),
             }

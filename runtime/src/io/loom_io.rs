@@ -10,7 +10,7 @@
 
 use crate::driver::{Direction, IoReadiness};
 use crate::loom::sync::atomic::{AtomicU32, Ordering};
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::wait;
 use loom::sync::Arc;
 use loom::thread;
@@ -49,7 +49,7 @@ fn read_all(s: &Socket, want: u32) -> u32 {
             s.readiness.queue(Direction::Read),
             seq,
             None,
-            WaitKind::Interruptible,
+            WaitPolicy::Interruptible,
         ) {
             Ok(()) | Err(crate::error::WaitError::WouldBlock) => {}
             Err(e) => panic!("the wait failed: {e}"),

@@ -105,7 +105,13 @@ pub fn wait_fd(
     // Readiness at registration comes as an event (edge-triggered epoll
     // reports the current state on add), delivered once we switch out.
     let seq = registration.readiness().sequence(dir);
-    let result = wait_readiness(&registration, dir, seq, deadline);
+    let result = wait_readiness(
+        &registration,
+        dir,
+        seq,
+        deadline,
+        (raw, interest == Interest::ReadWrite),
+    );
     // Deregistered while the fd (or its duplicate) is open, then closed.
     drop(registration);
     drop(dup);

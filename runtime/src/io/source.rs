@@ -23,7 +23,8 @@ use crate::loom::sync::atomic::{
     AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
 use crate::loom::sync::Mutex;
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::sched;
 use crate::wait::{self, deadline::effective_deadline};
 use std::io;
@@ -198,7 +199,9 @@ impl<T: AsRawFd> IoSource<T> {
                 continue;
             }
             match (seq, registration) {
-                (Some(seq), Some(r)) if r.is_live() => wait_readiness(r, dir, seq, deadline)?,
+                (Some(seq), Some(r)) if r.is_live() => {
+                    wait_readiness(r, dir, seq, deadline, (self.io.as_raw_fd(), false))?
+                }
                 // Registered now: try again, its sequence read first.
                 _ => self.register(registration)?,
             }
@@ -273,15 +276,22 @@ pub(crate) fn register(fd: RawFd, either: bool) -> io::Result<Option<IoRegistrat
     }
 }
 
-/// A task's wait for the readiness of `dir` to move past `seq`.
+/// A task's wait for the readiness of `dir` to move past `seq`, on `fd`
+/// (as the caller knows it, for dumps; `both` if either direction ends it).
 pub(crate) fn wait_readiness(
     r: &IoRegistration,
     dir: Direction,
     seq: u32,
     deadline: Option<Instant>,
+    (fd, both): (RawFd, bool),
 ) -> io::Result<()> {
     let queue = r.readiness().queue(dir);
-    match wait::wait(queue, seq, deadline, WaitKind::Interruptible) {
+    let on = WaitOn::Fd {
+        fd,
+        read: dir == Direction::Read,
+        both,
+    };
+    match wait::wait(queue, seq, deadline, WaitPolicy::Interruptible, on) {
         Ok(()) | Err(WaitError::WouldBlock) => Ok(()),
         Err(e) => Err(wait_error(e)),
     }

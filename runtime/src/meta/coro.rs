@@ -59,6 +59,7 @@ where
     // corosensei's limit is the bottom of the mapping, whose first page is
     // the guard page.
     let limit = corosensei::stack::Stack::limit(&stack).get();
+    let top = corosensei::stack::Stack::base(&stack).get();
     let body = UnrunBody {
         t,
         body: Some(body),
@@ -70,7 +71,7 @@ where
     // SAFETY: the caller owns the task; the guard is read only while it runs.
     unsafe {
         t.guard
-            .with_mut(|p| *p = (limit, limit + stack::page_size()));
+            .with_mut(|p| *p = (limit, limit + stack::page_size(), top));
         *t.coro_mut() = Some(coro);
     }
 }

@@ -6,7 +6,8 @@
 //! its first run and its result once it ends ([`slots`]), its join and
 //! sleep queues and the node of the wait it is in ([`wait_queue`]), and the
 //! seam through which it tells its worker what to do after it switches out
-//! ([`seam`]), and its place in a structured family ([`family`]). This
+//! ([`seam`]), its place in a structured family ([`family`]), and what it
+//! is doing, for task dumps ([`activity`]). This
 //! layer imports nothing above it: the scheduler, the waits and the public
 //! API are built on it.
 //!
@@ -28,6 +29,7 @@
 //!   ordered by the join queue ([`EndState`]) and `result_state`
 //!   ([`ResultState`]).
 
+pub(crate) mod activity;
 mod coro;
 pub(crate) mod family;
 pub(crate) mod locals;

@@ -68,7 +68,7 @@ pub(crate) unsafe trait Blocker {
     /// The runtime stops: end the wait so that the task is queued on its
     /// worker, which then unwinds it. Returns `false` if the wait had
     /// ended already (the task is on its way to its worker), or may not be
-    /// cut short (`WaitKind::Uncancellable`).
+    /// cut short (`WaitPolicy::Uncancellable`).
     ///
     /// # Safety
     /// As [`end_due_sleep`](Self::end_due_sleep).

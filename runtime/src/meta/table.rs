@@ -251,6 +251,20 @@ impl TaskTable {
         lock(&self.free)
     }
 
+    /// Calls `f` with every slot made so far, free or not (task dumps; the
+    /// caller holds a task with [`acquire`](Self::acquire) before it reads
+    /// more than its atomics).
+    pub(crate) fn for_each_slot(&self, mut f: impl FnMut(TaskRef)) {
+        let grown = *lock(&self.grown);
+        for seg in 0..grown {
+            for off in 0..SEGMENT {
+                if let Some(t) = self.get((seg * SEGMENT + off) as u32) {
+                    f(t);
+                }
+            }
+        }
+    }
+
     /// Slots handed out so far (the table's size), for leak tests.
     pub(crate) fn capacity(&self) -> usize {
         *lock(&self.grown) * SEGMENT

@@ -11,6 +11,7 @@
 //! `pub(super)`, visible to `meta` as they were while the meta was its
 //! `mod.rs`.
 
+use super::activity::{Activity, SpawnTime, WaitOn};
 use super::family::{leave_family, FamilyLinks};
 use super::locals::LocalValues;
 use super::slots::{PendingBody, ResultSlot};
@@ -144,8 +145,13 @@ pub(crate) struct TaskMeta {
     /// The node of the task's current wait (a task waits on one queue at a
     /// time); see [`begin_wait`](Self::begin_wait).
     wait_node: UnsafeCell<MaybeUninit<WaitNode>>,
+    /// What the task waits on, for dumps (`activity.rs`): written as it
+    /// begins a wait and cleared as it is queued, so in the wake lines.
+    activity: Activity,
     // End of the wake lines.
     pub(super) slot: u32,
+    /// When the task was spawned, for dumps (`activity.rs`).
+    spawned_at: SpawnTime,
     /// Bumped each time the slot is freed; the high bits of [`TaskId`].
     pub(super) version: AtomicU64,
     /// Owners still holding the slot: the task and its JoinHandle.
@@ -163,8 +169,9 @@ pub(crate) struct TaskMeta {
     /// around it ([`prefetch_frames`](Self::prefetch_frames)).
     switched_out_at: UnsafeCell<usize>,
     stack_size: UnsafeCell<usize>,
-    /// The guard page below the task's stack, `[lo, hi)`, for overflow reports.
-    pub(super) guard: UnsafeCell<(usize, usize)>,
+    /// The guard page below the task's stack, `[lo, hi)`, for overflow
+    /// reports, and the top of the stack, for dumps' backtraces.
+    pub(super) guard: UnsafeCell<(usize, usize, usize)>,
     name: UnsafeCell<Option<String>>,
     /// The task's `task_local!` values; only the task itself touches them.
     locals: UnsafeCell<LocalValues>,
@@ -232,7 +239,7 @@ impl TaskMeta {
             yielder: UnsafeCell::new(ptr::null()),
             switched_out_at: UnsafeCell::new(0),
             stack_size: UnsafeCell::new(0),
-            guard: UnsafeCell::new((0, 0)),
+            guard: UnsafeCell::new((0, 0, 0)),
             name: UnsafeCell::new(None),
             locals: UnsafeCell::new(LocalValues::new()),
             result: UnsafeCell::new(ResultSlot::empty()),
@@ -240,6 +247,8 @@ impl TaskMeta {
             join: WaitQueue::new(EndState::Running.word()),
             sleep: WaitQueue::new(0),
             wait_node: UnsafeCell::new(MaybeUninit::uninit()),
+            activity: Activity::new(),
+            spawned_at: SpawnTime::new(),
             stopped: AtomicBool::new(false),
             family: FamilyLinks::new(),
             woken_by_timer: AtomicBool::new(false),
@@ -281,6 +290,8 @@ impl TaskMeta {
                 debug_assert!(left.is_empty(), "task-local values outlived their task");
                 std::mem::forget(left);
             });
+            self.spawned_at.clear();
+            self.activity.ready();
             self.runtime.with_mut(|p| *p = ptr::null());
             self.deadline.with_mut(|p| *p = None);
             // The next task of this slot sets its own when it first runs;
@@ -345,6 +356,9 @@ impl TaskMeta {
             self.errno.with_mut(|p| *p = 0);
             self.deadline.with_mut(|p| *p = None);
         }
+        // Last: a dump that sees the spawn time sees what is above.
+        self.activity.ready();
+        self.spawned_at.set_now();
     }
 
     /// The task's stack size.
@@ -654,6 +668,44 @@ impl TaskMeta {
         )
     }
 
+    // ---------------------------------------------------------------- dumps
+
+    /// Notes, for dumps, that the task begins a wait on `on` that ends by
+    /// `deadline` at the latest. Called by the task itself.
+    #[inline]
+    pub(crate) fn note_wait(&self, on: WaitOn, deadline: Option<Instant>) {
+        self.activity.begin_wait(on, deadline)
+    }
+
+    /// What the task is doing, as a dump sees it (`activity.rs`).
+    pub(crate) fn activity(&self) -> &Activity {
+        &self.activity
+    }
+
+    /// How long ago the task was spawned; `None` while its slot is free or
+    /// its task is being made.
+    pub(crate) fn age(&self) -> Option<std::time::Duration> {
+        self.spawned_at.age()
+    }
+
+    /// Where the task's saved frames are, for a dump's backtrace: where it
+    /// last switched out (0 before its first switch; its frame pointer in
+    /// builds with frame pointers, see `sched::suspend`), the bottom of its
+    /// stack above the guard page and the top of its stack (both 0 before
+    /// its first run).
+    ///
+    /// # Safety
+    /// The caller runs on the task's home worker's thread, and the task is
+    /// not running (so neither word is being written).
+    #[cfg_attr(not(spindle_frame_pointers), allow(dead_code))]
+    pub(crate) unsafe fn saved_frames(&self) -> (usize, usize, usize) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let (_, lo, hi) = self.guard.with(|p| *p);
+            (self.switched_out_at.with(|p| *p), lo, hi)
+        }
+    }
+
     // --------------------------------------------------------------- waits
 
     /// Makes `node` the task's wait node and returns it. It lives in the
@@ -708,9 +760,10 @@ impl TaskMeta {
     }
 
     /// Notes that the task enters a run queue (debug builds: it must be in
-    /// none).
+    /// none): it waits for nothing now.
     #[inline]
     pub(crate) fn enqueued(&self) {
+        self.activity.ready();
         #[cfg(debug_assertions)]
         assert!(
             !self.queued.swap(true, Ordering::AcqRel),

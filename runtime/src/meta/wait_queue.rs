@@ -140,7 +140,7 @@ impl Relay {
 /// `scope`, `OnceCell`'s untimed wait). A plain thread's wait is always
 /// `Uninterruptible` (`interrupt` and `stop` name tasks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WaitKind {
+pub(crate) enum WaitPolicy {
     /// `interrupt` and `stop` too, and its runtime's stop: sleeps,
     /// `Butex::wait`, `Semaphore`, the channels (`mpsc`, `oneshot`,
     /// `watch`), I/O readiness and the blocking-pool waits of `net`.
@@ -162,17 +162,17 @@ pub(crate) enum WaitKind {
     Uncancellable,
 }
 
-impl WaitKind {
+impl WaitPolicy {
     /// Whether `interrupt` ends the wait.
     pub(crate) fn interruptible(self) -> bool {
-        self == WaitKind::Interruptible
+        self == WaitPolicy::Interruptible
     }
 
     /// Whether `stop` ends the wait (every interruptible wait, and
     /// `Stoppable` ones): such a wait is recorded in the task's interrupt
     /// state, where a stop finds it.
     pub(crate) fn stoppable(self) -> bool {
-        matches!(self, WaitKind::Interruptible | WaitKind::Stoppable)
+        matches!(self, WaitPolicy::Interruptible | WaitPolicy::Stoppable)
     }
 }
 
@@ -191,7 +191,7 @@ pub(crate) struct WaitNode {
     expected: u32,
     waiter: Waiter,
     /// What may end this wait besides a wake-up and its deadline.
-    kind: WaitKind,
+    kind: WaitPolicy,
     deadline: Option<Instant>,
     /// An [`Outcome`]; written under the queue's lock (or the
     /// task's interrupt lock, before the node is linked).
@@ -213,7 +213,7 @@ impl WaitNode {
         queue: &WaitQueue,
         expected: u32,
         waiter: Waiter,
-        kind: WaitKind,
+        kind: WaitPolicy,
         deadline: Option<Instant>,
     ) -> Self {
         WaitNode {
@@ -247,7 +247,7 @@ impl WaitNode {
         self.expected
     }
 
-    pub(crate) fn kind(&self) -> WaitKind {
+    pub(crate) fn kind(&self) -> WaitPolicy {
         self.kind
     }
 

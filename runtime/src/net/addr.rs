@@ -11,7 +11,7 @@
 use crate::error::WaitError;
 use crate::io::blocking;
 use crate::io::source::wait_error;
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::sched;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -125,7 +125,7 @@ pub(crate) fn resolve(addr: &(impl ToSocketAddrs + ?Sized)) -> io::Result<Vec<So
     if matches!(r, Resolve::Addrs(_)) || sched::suspendable_task().is_none() {
         return lookup(r);
     }
-    match blocking::start(move || lookup(r)).wait(WaitKind::Interruptible, None) {
+    match blocking::start(move || lookup(r)).wait(WaitPolicy::Interruptible, None) {
         Ok(Ok(result)) => result,
         Ok(Err(panic)) => std::panic::resume_unwind(panic),
         Err(e) => Err(wait_error(e)),

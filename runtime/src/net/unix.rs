@@ -4,7 +4,7 @@
 use crate::driver::Direction;
 use crate::io::blocking;
 use crate::io::source::{wait_error, IoSource};
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::sched;
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::fmt;
@@ -112,7 +112,7 @@ impl UnixStream {
         let path = path.to_path_buf();
         let connect = move || std::os::unix::net::UnixStream::connect(path);
         let stream = if sched::suspendable_task().is_some() {
-            match blocking::start(connect).wait(WaitKind::Interruptible, None) {
+            match blocking::start(connect).wait(WaitPolicy::Interruptible, None) {
                 Ok(Ok(result)) => result,
                 Ok(Err(panic)) => std::panic::resume_unwind(panic),
                 Err(e) => Err(wait_error(e)),

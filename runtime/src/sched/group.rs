@@ -1087,7 +1087,7 @@ impl TaskGroup {
     /// unmapped). A wait that somebody else ended meanwhile has its task on
     /// the way to the remote queue: it is waited for, and so is a task in
     /// `block_on`, until the task it waits for, which borrows from it, has
-    /// ended (`WaitKind::Uncancellable`).
+    /// ended (`WaitPolicy::Uncancellable`).
     fn cancel_blocked(&self) {
         if self.started.is_empty() {
             return;

@@ -41,7 +41,6 @@ use crate::driver::Poller;
 use crate::meta::seam::Suspend;
 use crate::meta::TaskRef;
 use std::io;
-use std::ptr;
 
 /// Switches the current task out with `reason`; its worker acts on the
 /// reason after the switch.
@@ -61,10 +60,31 @@ pub(crate) unsafe fn suspend(t: TaskRef, reason: Suspend) {
     // SAFETY: the caller's contract: we are the task itself, inside its
     // body, so its yielder lives on the stack we run on.
     let y = unsafe { t.yielder() };
-    let here = 0u8;
     // SAFETY: as above, on its home worker's thread.
-    unsafe { t.set_switched_out_at(ptr::addr_of!(here) as usize) };
+    unsafe { t.set_switched_out_at(switched_out_at()) };
     y.suspend(reason);
+}
+
+/// Where a task switching out leaves its frames: the frame pointer, in
+/// builds with frame pointers (the start of the chain a task dump walks,
+/// `crate::dump`), else the address of a local. Either lies among the
+/// frames its resumption returns through (`TaskMeta::prefetch_frames`).
+#[inline(always)]
+fn switched_out_at() -> usize {
+    #[cfg(spindle_frame_pointers)]
+    {
+        let fp: usize;
+        // SAFETY: reads a register; touches no memory, the stack or flags.
+        unsafe {
+            std::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags))
+        };
+        fp
+    }
+    #[cfg(not(spindle_frame_pointers))]
+    {
+        let here = 0u8;
+        std::ptr::addr_of!(here) as usize
+    }
 }
 
 /// Whether the current task may switch out now.

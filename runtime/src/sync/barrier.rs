@@ -18,7 +18,8 @@
 
 use crate::error::WaitError;
 use crate::loom::sync::atomic::{AtomicU64, Ordering};
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::{self, Butex};
 use std::fmt;
 use std::time::Instant;
@@ -146,7 +147,8 @@ impl Barrier {
                 self.trips.queue(),
                 trips,
                 deadline,
-                WaitKind::Uninterruptible,
+                WaitPolicy::Uninterruptible,
+                WaitOn::Barrier,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => {

@@ -74,7 +74,8 @@ pub use semaphore::{OwnedSemaphorePermit, Semaphore, SemaphorePermit, TryAcquire
 
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::{self, Butex};
 use std::cell::UnsafeCell;
 use std::fmt;
@@ -167,7 +168,8 @@ impl<T: ?Sized> Mutex<T> {
                 self.state.queue(),
                 CONTENDED,
                 deadline,
-                WaitKind::Uninterruptible,
+                WaitPolicy::Uninterruptible,
+                WaitOn::Mutex,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),
@@ -317,7 +319,13 @@ impl Condvar {
         // moves it, and our wait then returns at once.
         let seq = self.seq.value().load(Ordering::Acquire);
         drop(guard);
-        match wait::wait(self.seq.queue(), seq, deadline, WaitKind::Uninterruptible) {
+        match wait::wait(
+            self.seq.queue(),
+            seq,
+            deadline,
+            WaitPolicy::Uninterruptible,
+            WaitOn::Condvar,
+        ) {
             Ok(()) | Err(WaitError::WouldBlock) => {}
             Err(e) => return Err(e),
         }
@@ -442,7 +450,13 @@ impl CountdownEvent {
             if cur == 0 {
                 return Ok(());
             }
-            match wait::wait(self.count.queue(), cur, deadline, WaitKind::Uninterruptible) {
+            match wait::wait(
+                self.count.queue(),
+                cur,
+                deadline,
+                WaitPolicy::Uninterruptible,
+                WaitOn::Barrier,
+            ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),
             }

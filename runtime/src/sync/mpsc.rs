@@ -111,7 +111,8 @@ use super::select_source::SelectSource;
 use crate::error::WaitError;
 use crate::loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use crate::loom::UnsafeCell;
-use crate::meta::wait_queue::{WaitKind, WaitQueue};
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::{WaitPolicy, WaitQueue};
 use crate::sched;
 use crate::wait::{self, Butex};
 use crossbeam_utils::CachePadded;
@@ -328,7 +329,8 @@ impl<T> Chan<T> {
                 self.tx.room.queue(),
                 epoch,
                 deadline,
-                WaitKind::Interruptible,
+                WaitPolicy::Interruptible,
+                WaitOn::Channel,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => Ok(()),
                 Err(e) => Err(ended(e)),
@@ -427,7 +429,13 @@ impl<T> Chan<T> {
                     return r.map_err(RecvTimeoutError::from);
                 }
             }
-            match wait::wait(self.rx.queue(), PARKED, deadline, WaitKind::Interruptible) {
+            match wait::wait(
+                self.rx.queue(),
+                PARKED,
+                deadline,
+                WaitPolicy::Interruptible,
+                WaitOn::Channel,
+            ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => {
                     // Messages that came meanwhile stay queued for the
@@ -631,7 +639,13 @@ impl<T> Slot<T> {
                 }
                 SlotState::Full if !chan.rx_gone.load(Ordering::Relaxed) => {
                     let full = SlotState::Full.word();
-                    match wait::wait(self.state.queue(), full, deadline, WaitKind::Interruptible) {
+                    match wait::wait(
+                        self.state.queue(),
+                        full,
+                        deadline,
+                        WaitPolicy::Interruptible,
+                        WaitOn::Channel,
+                    ) {
                         Ok(()) | Err(WaitError::WouldBlock) => continue,
                         Err(e) => ended(e),
                     }

@@ -13,7 +13,8 @@
 
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::deadline::without_scope;
 use crate::wait::{self, Butex};
 use std::cell::UnsafeCell;
@@ -283,10 +284,22 @@ impl<T> OnceCell<T> {
             );
         }
         let waited = match how {
-            Wait::Unbounded => {
-                without_scope(|| wait::wait(self.state.queue(), s, None, WaitKind::Uninterruptible))
-            }
-            Wait::Until(d) => wait::wait(self.state.queue(), s, d, WaitKind::Uninterruptible),
+            Wait::Unbounded => without_scope(|| {
+                wait::wait(
+                    self.state.queue(),
+                    s,
+                    None,
+                    WaitPolicy::Uninterruptible,
+                    WaitOn::OnceCell,
+                )
+            }),
+            Wait::Until(d) => wait::wait(
+                self.state.queue(),
+                s,
+                d,
+                WaitPolicy::Uninterruptible,
+                WaitOn::OnceCell,
+            ),
         };
         match waited {
             Ok(()) | Err(WaitError::WouldBlock) => Ok(st.load(Ordering::Acquire)),

@@ -25,7 +25,8 @@ use super::select_source::SelectSource;
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
 use crate::loom::UnsafeCell;
-use crate::meta::wait_queue::{WaitKind, WaitQueue};
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::{WaitPolicy, WaitQueue};
 use crate::wait::{self, Butex};
 use std::fmt;
 use std::mem::{ManuallyDrop, MaybeUninit};
@@ -222,7 +223,8 @@ impl<T> Receiver<T> {
                 self.inner.state.queue(),
                 s,
                 deadline,
-                WaitKind::Interruptible,
+                WaitPolicy::Interruptible,
+                WaitOn::Channel,
             );
             if let Err(
                 e @ (WaitError::TimedOut

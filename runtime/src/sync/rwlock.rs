@@ -27,7 +27,8 @@
 use super::{Mutex, MutexGuard};
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::{self, Butex};
 use std::cell::UnsafeCell;
 use std::fmt;
@@ -177,7 +178,13 @@ impl<T: ?Sized> RwLock<T> {
             }
             // Readers leaving change the count while we queue: then the
             // wait returns `WouldBlock` and we look again.
-            match wait::wait(self.state.queue(), s, deadline, WaitKind::Uninterruptible) {
+            match wait::wait(
+                self.state.queue(),
+                s,
+                deadline,
+                WaitPolicy::Uninterruptible,
+                WaitOn::RwLock,
+            ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),
             }
@@ -230,7 +237,8 @@ impl<T: ?Sized> RwLock<T> {
                 self.drained.queue(),
                 seq,
                 deadline,
-                WaitKind::Uninterruptible,
+                WaitPolicy::Uninterruptible,
+                WaitOn::RwLock,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),

@@ -34,7 +34,8 @@
 use super::select_source::SelectSource;
 use crate::error::WaitError;
 use crate::io::{self, Interest};
-use crate::meta::wait_queue::{Relay, WaitKind, WaitNode, WaitQueue, Waiter};
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::{Relay, WaitNode, WaitPolicy, WaitQueue, Waiter};
 use crate::sched;
 use crate::sync::{mpsc, oneshot};
 use crate::task::JoinHandle;
@@ -335,7 +336,7 @@ impl<'a> Select<'a> {
                 queue,
                 expected,
                 Waiter::Relay(&relay),
-                WaitKind::Interruptible,
+                WaitPolicy::Interruptible,
                 None,
             ));
             let node = reg.nodes.last().expect("just pushed");
@@ -352,7 +353,13 @@ impl<'a> Select<'a> {
                 Some(d.map_or(slice, |d| d.min(slice)))
             }
         };
-        match wait::wait(relay.queue(), 0, wait_until, WaitKind::Interruptible) {
+        match wait::wait(
+            relay.queue(),
+            0,
+            wait_until,
+            WaitPolicy::Interruptible,
+            WaitOn::Channel,
+        ) {
             Ok(()) | Err(WaitError::WouldBlock) => Ok(None),
             Err(WaitError::TimedOut) if deadline.is_none_or(|d| Instant::now() < d) => Ok(None),
             Err(e) => Err(e),

@@ -28,7 +28,8 @@
 
 use crate::error::WaitError;
 use crate::loom::sync::atomic::{fence, AtomicUsize, Ordering};
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::{self, Butex};
 use std::fmt;
 use std::sync::Arc;
@@ -304,7 +305,8 @@ impl Semaphore {
                 self.releases.queue(),
                 seq,
                 deadline,
-                WaitKind::Interruptible,
+                WaitPolicy::Interruptible,
+                WaitOn::Semaphore,
             ) {
                 Ok(()) => true,
                 Err(WaitError::WouldBlock) => false,

@@ -71,7 +71,8 @@ use crate::error::WaitError;
 use crate::loom::lock;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering};
 use crate::loom::sync::Mutex;
-use crate::meta::wait_queue::WaitKind;
+use crate::meta::activity::WaitOn;
+use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::{self, Butex};
 use std::fmt;
 use std::marker::PhantomData;
@@ -320,7 +321,13 @@ impl<T> Receiver<T> {
             // Waits while the state is still `s`: a send or the sender's
             // drop since the load has changed it, and the wait returns at
             // once (see the module docs).
-            match wait::wait(state.queue(), s, deadline, WaitKind::Interruptible) {
+            match wait::wait(
+                state.queue(),
+                s,
+                deadline,
+                WaitPolicy::Interruptible,
+                WaitOn::Channel,
+            ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(WaitError::TimedOut) => return Err(RecvTimeoutError::Timeout),
                 Err(WaitError::Interrupted) => return Err(RecvTimeoutError::Interrupted),

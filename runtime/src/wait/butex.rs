@@ -51,9 +51,10 @@ use crate::error::{NoSuchTask, WaitError};
 use crate::loom::sync::atomic::{AtomicU32, Ordering};
 use crate::loom::sync::MutexGuard;
 use crate::loom::thread as os_thread;
+use crate::meta::activity::WaitOn;
 use crate::meta::family::for_each_child;
 use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
-use crate::meta::wait_queue::{claim, Outcome, WaitKind, WaitNode, WaitQueue, Waiter, Wake};
+use crate::meta::wait_queue::{claim, Outcome, WaitNode, WaitPolicy, WaitQueue, Waiter, Wake};
 use crate::meta::{table, EndState, InterruptState, TaskId, TaskRef, TaskTable};
 use crate::sched::{self, make_ready, TaskGroup};
 use spindle_timer::{TimerThread, Unschedule};
@@ -121,7 +122,13 @@ impl Butex {
     ///   `deadline` that has already passed, leaves it pending;
     /// - `DeadlineExceeded`: the enclosing scope's deadline passed.
     pub fn wait(&self, expected: u32, deadline: Option<Instant>) -> Result<(), WaitError> {
-        wait(&self.queue, expected, deadline, WaitKind::Interruptible)
+        wait(
+            &self.queue,
+            expected,
+            deadline,
+            WaitPolicy::Interruptible,
+            WaitOn::Butex,
+        )
     }
 
     /// Wakes the longest waiter; returns how many were woken (0 or 1).
@@ -138,12 +145,14 @@ impl Butex {
     }
 }
 
-/// The shared body of every wait.
+/// The shared body of every wait: on `queue` while its value is
+/// `expected`, ended as `kind` says; `on` says what for (task dumps).
 pub(crate) fn wait(
     queue: &WaitQueue,
     expected: u32,
     deadline: Option<Instant>,
-    kind: WaitKind,
+    kind: WaitPolicy,
+    on: WaitOn,
 ) -> Result<(), WaitError> {
     let running = sched::current_task();
     let task = running.filter(|_| sched::can_suspend());
@@ -165,6 +174,7 @@ pub(crate) fn wait(
     let outcome = match task {
         Some(t) => {
             let node = WaitNode::new(queue, expected, Waiter::Task(t), kind, deadline);
+            t.note_wait(on, deadline);
             // SAFETY: `t` is the running task, and not in a wait: its last
             // wait's `Leave` has run.
             let node = unsafe { t.begin_wait(node) };
@@ -172,7 +182,7 @@ pub(crate) fn wait(
         }
         None => {
             let me = Waiter::Thread(os_thread::current());
-            let node = WaitNode::new(queue, expected, me, WaitKind::Uninterruptible, deadline);
+            let node = WaitNode::new(queue, expected, me, WaitPolicy::Uninterruptible, deadline);
             // A task here cannot suspend (it unwinds): it blocks its worker.
             wait_thread(queue, &node, running)
         }
@@ -472,7 +482,7 @@ unsafe impl Blocker for WaitNode {
 /// # Safety
 /// `node` is alive, and so is its queue.
 pub(super) unsafe fn claim_for_stop(node: &WaitNode) -> Option<Wake> {
-    if node.kind() == WaitKind::Uncancellable {
+    if node.kind() == WaitPolicy::Uncancellable {
         return None;
     }
     // SAFETY: the caller's contract.

@@ -13,7 +13,7 @@ use super::butex::{
 use super::Butex;
 use crate::error::WaitError;
 use crate::loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use crate::meta::wait_queue::{Outcome, WaitKind, WaitNode, Waiter};
+use crate::meta::wait_queue::{Outcome, WaitNode, WaitPolicy, Waiter};
 use crate::meta::InterruptState;
 use loom::sync::Arc;
 use loom::thread::{self, Thread};
@@ -42,7 +42,7 @@ fn model(butex: &Arc<Butex>, waiter: Thread) -> Arc<Model> {
             butex.queue(),
             0,
             Waiter::Thread(waiter),
-            WaitKind::Interruptible,
+            WaitPolicy::Interruptible,
             None,
         ),
         timer: AtomicU32::new(ARMED),
