@@ -9,6 +9,10 @@
 //! waits end at once) and exits. An accept that fails (out of fds, say)
 //! backs off, 1 ms doubling up to 1 s, rather than spin.
 //!
+//! `kill -QUIT <pid>` (or Ctrl-\\) prints a dump of its tasks to stderr:
+//! each connection's task, what it waits on, and where
+//! (`docs/observing.md`).
+//!
 //! Options: `--workers N` (default: one per CPU); `--serve N` to exit after
 //! N connections have closed (as CI runs it); `--idle-timeout SECS` to drop
 //! connections silent that long (a socket read timeout); `--drain SECS`.
@@ -115,7 +119,7 @@ fn main() {
         eprintln!("echo_server: {e}");
         std::process::exit(2);
     });
-    let mut builder = spindle::Runtime::builder();
+    let mut builder = spindle::Runtime::builder().dump_on_signal(libc::SIGQUIT);
     if let Some(n) = args.workers {
         builder = builder.workers(n);
     }
@@ -138,11 +142,14 @@ fn serve(args: &Args) -> Tally {
     // beside the listener.
     let (shutdown_tx, shutdown) = mpsc::channel::<i32>();
     let signals = Signals::new(&[libc::SIGINT, libc::SIGTERM]).expect("watch for signals");
-    let watcher = spindle::spawn(move || {
-        if let Ok(sig) = signals.recv() {
-            let _ = shutdown_tx.send(sig);
-        }
-    });
+    let watcher = spindle::task::Builder::new()
+        .name("signal watcher")
+        .spawn(move || {
+            if let Ok(sig) = signals.recv() {
+                let _ = shutdown_tx.send(sig);
+            }
+        })
+        .expect("spawn the signal watcher");
 
     let mut conns = JoinSet::new();
     let mut tally = Tally::default();
@@ -159,14 +166,17 @@ fn serve(args: &Args) -> Tally {
             break;
         }
         match listener.accept() {
-            Ok((stream, _)) => {
+            Ok((stream, peer)) => {
                 backoff = Backoff(Backoff::FIRST);
                 tally.accepted += 1;
                 let _ = stream.set_nodelay(true);
                 if let Some(t) = args.idle_timeout {
                     let _ = stream.set_read_timeout(Some(t));
                 }
-                conns.spawn(move || echo(stream));
+                let named = spindle::task::Builder::new().name(format!("conn {peer}"));
+                if let Err(e) = conns.spawn_with(named, move || echo(stream)) {
+                    eprintln!("echo_server: cannot spawn a connection's task: {e}");
+                }
             }
             Err(e) => backoff.failed(&e),
         }

@@ -233,7 +233,7 @@ impl fmt::Display for TaskDump {
         let now = Instant::now();
         for t in &self.tasks {
             writeln!(f)?;
-            write!(f, "task {}", t.id)?;
+            write!(f, "{}", t.id)?;
             if let Some(name) = &t.name {
                 write!(f, " {name:?}")?;
             }
@@ -601,7 +601,7 @@ mod walk {
         let mut out = Vec::with_capacity(jobs.len());
         let mut slice = Instant::now();
         for (n, (t, id, index)) in jobs.into_iter().enumerate() {
-            if n % 32 == 31 {
+            if n % 8 == 7 {
                 let held = slice.elapsed();
                 if held >= SLICE {
                     note_hold(walks, held);
@@ -710,6 +710,45 @@ mod walk {
         }
     }
 
+    /// `name` without its generic arguments (`do_io<TcpStream, ...>` is
+    /// `do_io`): a line per frame, not a paragraph. A qualified path
+    /// (`<Foo as Drop>::drop`) stays.
+    fn without_generics(name: &str) -> String {
+        let mut out = String::with_capacity(name.len());
+        // Depth inside generic arguments being dropped.
+        let mut dropping = 0usize;
+        for c in name.chars() {
+            if dropping > 0 {
+                match c {
+                    '<' => dropping += 1,
+                    '>' => dropping -= 1,
+                    _ => {}
+                }
+            } else if c == '<'
+                && out
+                    .chars()
+                    .last()
+                    .is_some_and(|p| p.is_alphanumeric() || p == '_' || p == '}')
+            {
+                dropping = 1;
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn generic_arguments_go_qualified_paths_stay() {
+        assert_eq!(without_generics("do_io<a::B, c::D<E>>"), "do_io");
+        assert_eq!(without_generics("{closure#0}<F>"), "{closure#0}");
+        assert_eq!(
+            without_generics("<spindle::X<u8> as core::ops::Drop>::drop"),
+            "<spindle::X as core::ops::Drop>::drop"
+        );
+    }
+
     /// Whether a backtrace line is in the runtime's own code, std or core,
     /// or corosensei, or has no source file (a trampoline).
     fn is_startup_frame(line: &str) -> bool {
@@ -728,9 +767,10 @@ mod walk {
         let mut out: Vec<String> = Vec::new();
         // The call instruction ends at `ret`: look up the byte before it.
         backtrace::resolve((ret - 1) as *mut std::ffi::c_void, |sym| {
-            let name = sym
-                .name()
-                .map_or_else(|| format!("{ret:#x}"), |n| format!("{n:#}"));
+            let name = sym.name().map_or_else(
+                || format!("{ret:#x}"),
+                |n| without_generics(&format!("{n:#}")),
+            );
             out.push(match (sym.filename(), sym.lineno()) {
                 (Some(file), Some(line)) => format!("{name} at {}:{line}", file.display()),
                 _ => name,
