@@ -5,8 +5,10 @@
 //!   its first poll, in a task. Per call.
 //! - `future_pingpong`: two tasks take turns, each waking the other and
 //!   waiting for its turn: through `block_on_future` of a `tokio::sync::Notify`
-//!   (a future woken by the other task), and through a `Butex` each (the
-//!   plain wait). Per round trip.
+//!   (a future woken by the other task), through `block_on_future` of the
+//!   least a future can be (`Turn` below: a flag and a stored waker, so
+//!   what is measured is the bridge, not the future), and through a
+//!   `Butex` each (the plain wait). Per round trip.
 //! - `await_finished_join`: an async program (a tokio task) awaits the
 //!   handle of a task that has already finished: spindle's `JoinHandle`
 //!   and tokio's own. Per await (the spawn and the wait for the end are
@@ -47,6 +49,57 @@ fn spindle_future_pingpong(rt: &spindle::Runtime, iters: u64) -> Duration {
         for _ in 0..iters {
             b.notify_one();
             spindle::task::block_on_future(a.notified()).expect("wait");
+        }
+        pong.join().expect("pong task");
+        start.elapsed()
+    })
+}
+
+/// The least a future woken by another party can be: a flag, and the
+/// waker of the poll that found it unset.
+#[derive(Default)]
+struct Turn {
+    given: std::sync::atomic::AtomicBool,
+    waker: std::sync::Mutex<Option<std::task::Waker>>,
+}
+
+impl Turn {
+    fn give(&self) {
+        self.given.store(true, Ordering::Release);
+        if let Some(w) = self.waker.lock().unwrap().take() {
+            w.wake();
+        }
+    }
+
+    fn take(&self) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.given.swap(false, Ordering::AcqRel) {
+                return std::task::Poll::Ready(());
+            }
+            *self.waker.lock().unwrap() = Some(cx.waker().clone());
+            // Given between the check and the store: its wake found no waker.
+            if self.given.swap(false, Ordering::AcqRel) {
+                return std::task::Poll::Ready(());
+            }
+            std::task::Poll::Pending
+        })
+    }
+}
+
+fn spindle_turn_pingpong(rt: &spindle::Runtime, iters: u64) -> Duration {
+    rt.block_on(move || {
+        let (a, b) = (Arc::new(Turn::default()), Arc::new(Turn::default()));
+        let start = Instant::now();
+        let (a2, b2) = (a.clone(), b.clone());
+        let pong = spindle::spawn(move || {
+            for _ in 0..iters {
+                spindle::task::block_on_future(b2.take()).expect("wait");
+                a2.give();
+            }
+        });
+        for _ in 0..iters {
+            b.give();
+            spindle::task::block_on_future(a.take()).expect("wait");
         }
         pong.join().expect("pong task");
         start.elapsed()
@@ -125,6 +178,9 @@ fn bench_all(c: &mut Criterion, p: &Peers) {
     let mut g = c.benchmark_group("future_pingpong");
     g.bench_function("spindle_future", |b| {
         b.iter_custom(|i| spindle_future_pingpong(&p.spindle, i))
+    });
+    g.bench_function("spindle_turn_future", |b| {
+        b.iter_custom(|i| spindle_turn_pingpong(&p.spindle, i))
     });
     g.bench_function("spindle_butex", |b| {
         b.iter_custom(|i| spindle_butex_pingpong(&p.spindle, i))

@@ -9,9 +9,11 @@
 //! (or before the wait is linked) is never lost: the butex's check under
 //! its lock sees the bump. The waker handed to the first poll lives on the
 //! caller's stack and allocates nothing; only a clone (a future that keeps
-//! its waker to wake it later, as every real one does) allocates the
-//! shared epoch, once per call, and each wake-up is a bump and a butex
-//! wake: no allocation. A wake-up through the borrowed waker itself, during
+//! its waker to wake it later, as every real one does) makes the shared
+//! epoch, once per call, and each wake-up is a bump and a butex wake: no
+//! allocation. An epoch no waker refers to any more is kept for the
+//! thread's next call, so a future waited on in a loop allocates nothing
+//! after its first round. A wake-up through the borrowed waker itself, during
 //! a poll, sets a flag and the future is polled again (after a yield, in a
 //! task). Deadline scopes, `interrupt` and `stop` end the wait as any
 //! interruptible wait; the future is then dropped, once, by the caller's
@@ -83,8 +85,10 @@ impl Local {
     fn clone_epoch(&self) -> Arc<Epoch> {
         let mut p = self.epoch.load(Ordering::Acquire);
         if p.is_null() {
-            let made = Arc::into_raw(Arc::new(Epoch {
-                butex: Butex::new(0),
+            let made = Arc::into_raw(spare_epoch::take().unwrap_or_else(|| {
+                Arc::new(Epoch {
+                    butex: Butex::new(0),
+                })
             }))
             .cast_mut();
             p = match self.epoch.compare_exchange(
@@ -114,8 +118,45 @@ impl Drop for Local {
         let p = self.epoch.load(Ordering::Acquire);
         if !p.is_null() {
             // SAFETY: the count this `Local` held (see `clone_epoch`).
-            drop(unsafe { Arc::from_raw(p) });
+            let epoch = unsafe { Arc::from_raw(p) };
+            // No waker of it left anywhere: the next call on this thread
+            // may have it (a bump in flight holds a count, so none is).
+            if Arc::strong_count(&epoch) == 1 && Arc::weak_count(&epoch) == 0 {
+                spare_epoch::keep(epoch);
+            }
         }
+    }
+}
+
+/// One epoch kept per thread for the next `block_on_future` that needs
+/// one: a future waited on in a loop (a `Notify` each round, say) then
+/// allocates nothing per wait. Kept only once no waker of it is left, so a
+/// late wake-up can never reach the next call. None under loom, whose
+/// models must not carry state from one run to the next.
+mod spare_epoch {
+    use super::Epoch;
+    use std::sync::Arc;
+
+    #[cfg(not(loom))]
+    thread_local! {
+        static SPARE: std::cell::Cell<Option<Arc<Epoch>>> = const { std::cell::Cell::new(None) };
+    }
+
+    /// The thread's spare epoch, if it has one.
+    pub(super) fn take() -> Option<Arc<Epoch>> {
+        #[cfg(not(loom))]
+        return SPARE.try_with(|s| s.take()).ok().flatten();
+        #[cfg(loom)]
+        None
+    }
+
+    /// Keeps `epoch`, which nothing else refers to, for the thread's next
+    /// call (dropped if the thread is being torn down, or under loom).
+    pub(super) fn keep(epoch: Arc<Epoch>) {
+        #[cfg(not(loom))]
+        let _ = SPARE.try_with(|s| s.set(Some(epoch)));
+        #[cfg(loom)]
+        drop(epoch);
     }
 }
 
