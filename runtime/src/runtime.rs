@@ -9,9 +9,15 @@
 //! runtime, and no stack is kept for one. (The one wait it does not cut
 //! short is `block_on`'s from a task, whose task borrows from the waiter:
 //! the worker waits for that task to end first.)
+//!
+//! [`Runtime::stats`] reads counters that each worker keeps for itself (in
+//! its `GroupRemote`, written by that worker only, so a bump is a plain
+//! load and store) and sums them, per worker and in total, from one read
+//! of each.
 
 use crate::error::{JoinError, SetWorkersError};
 use crate::loom::lock;
+use crate::loom::stats::Ordering::Relaxed as StatRelaxed;
 use crate::loom::sync::atomic::Ordering;
 use crate::meta::wait_queue::WaitKind;
 use crate::meta::{EndState, TaskRef};
@@ -234,19 +240,39 @@ impl Builder {
     }
 }
 
-/// Counters of a runtime, summed over its workers (`#[non_exhaustive]`:
-/// counters may be added).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Counters of a runtime, summed over its workers, and each worker's own
+/// ([`workers()`](Self::workers)), all from one read (`#[non_exhaustive]`:
+/// counters may be added). Not `Copy`: it holds the per-worker list.
+///
+/// Each per-worker figure of [`WorkerStats`] sums to the field of the same
+/// name here, within one `RuntimeStats`: `switches`, `steals`, `parks`,
+/// `polls`, `ready`, `tasks` and `busy`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct RuntimeStats {
+    /// The number of workers (the length of [`workers()`](Self::workers)).
     pub workers: usize,
+    /// Tasks spawned onto this runtime.
     pub spawned: u64,
+    /// Tasks that ran to their end (cancelled ones are not counted).
     pub finished: u64,
     /// Task switches: each resume that returned to the worker.
     pub switches: u64,
+    /// Steals of new tasks from other workers (see
+    /// [`WorkerStats::steals`]).
     pub steals: u64,
-    /// Times a worker parked on its lot.
+    /// Times a worker parked on its lot or in its I/O poller.
     pub parks: u64,
+    /// Times a worker polled its I/O poller (between tasks, while idle,
+    /// and parked in it).
+    pub polls: u64,
+    /// Tasks queued to run now, a snapshot (see [`WorkerStats::ready`]).
+    pub ready: usize,
+    /// Started tasks that have not ended (see [`WorkerStats::tasks`]).
+    pub tasks: usize,
+    /// Time the workers were not parked, summed over them: running tasks
+    /// and looking for work (see [`WorkerStats::busy`]).
+    pub busy: Duration,
     /// Parked workers woken by a signal.
     pub wakeups: u64,
     /// Stacks in the shared pool (workers keep up to 256 more each).
@@ -262,6 +288,57 @@ pub struct RuntimeStats {
     /// Threads of the process's blocking pool now
     /// (`task::spawn_blocking`, name lookups).
     pub blocking_threads: usize,
+    /// One entry per worker, by index.
+    per_worker: Vec<WorkerStats>,
+}
+
+impl RuntimeStats {
+    /// Each worker's counters, indexed by the worker's number (worker `i`
+    /// is the thread named `name-i`, see [`Builder::thread_name`]): one
+    /// entry per worker, [`workers`](Self#structfield.workers) of them.
+    pub fn workers(&self) -> &[WorkerStats] {
+        &self.per_worker
+    }
+}
+
+/// One worker's counters, in [`RuntimeStats::workers`]
+/// (`#[non_exhaustive]`: counters may be added). Each sums over the
+/// workers to the [`RuntimeStats`] field of the same name.
+///
+/// The worker writes them and a reader on another thread takes each as it
+/// finds it, without a lock: `ready` and `tasks` are snapshots that may be
+/// a moment old, and the figures are not taken at one instant together.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerStats {
+    /// Tasks queued on this worker now, waiting to run: its ready list,
+    /// its remote queue (tasks woken by other threads, tasks placed on
+    /// it), its never-run tasks (its deque, its LIFO slot and its inbox of
+    /// spawns from plain threads; other workers may steal those). A task
+    /// being moved (a steal, the worker taking its remote queue) may be
+    /// missed or counted twice for a moment.
+    pub ready: usize,
+    /// Started tasks homed on this worker that have not ended: running,
+    /// queued or blocked in a wait. A task is homed on the worker it first
+    /// runs on, and never leaves it.
+    pub tasks: usize,
+    /// How long the worker has not been parked since it started: running
+    /// tasks, and looking for work before it parks (which
+    /// `Builder::idle_poll` and `Builder::sleep_spin` make longer). It
+    /// stops growing when the worker exits.
+    pub busy: Duration,
+    /// Times the worker parked: slept on its lot or blocked in its I/O
+    /// poller.
+    pub parks: u64,
+    /// Steals this worker made: each a batch of another worker's new
+    /// tasks, or the task in its LIFO slot.
+    pub steals: u64,
+    /// Times the worker polled its I/O poller: every 61 tasks while busy,
+    /// when it runs out of work, and each park in the poller. Zero until
+    /// one of its tasks first waits on an fd.
+    pub polls: u64,
+    /// Task switches on this worker: each resume that returned to it.
+    pub switches: u64,
 }
 
 impl Runtime {
@@ -493,10 +570,15 @@ impl Drop for Runtime {
     }
 }
 
-/// Counters of the runtime `control`, summed over its workers.
+/// Counters of the runtime `control`: each worker's, read once, and their
+/// sums.
 fn stats(control: &TaskControl) -> RuntimeStats {
+    let workers = control.worker_count();
+    let per_worker: Vec<WorkerStats> = (0..workers)
+        .map(|i| control.group(i).map(worker_stats).unwrap_or_default())
+        .collect();
     let mut s = RuntimeStats {
-        workers: control.worker_count(),
+        workers,
         spawned: control.spawned_outside.load(Ordering::Relaxed),
         wakeups: control.idle.wakeups.load(Ordering::Relaxed),
         stalls: control.stalls.load(Ordering::Relaxed),
@@ -506,17 +588,36 @@ fn stats(control: &TaskControl) -> RuntimeStats {
         task_slots: crate::meta::table().capacity(),
         ..Default::default()
     };
-    for i in 0..s.workers {
-        if let Some(g) = control.group(i) {
-            let st = &g.stats;
-            s.spawned += st.spawned.load(Ordering::Relaxed);
-            s.finished += st.finished.load(Ordering::Relaxed);
-            s.switches += st.switches.load(Ordering::Relaxed);
-            s.steals += st.steals.load(Ordering::Relaxed);
-            s.parks += st.parks.load(Ordering::Relaxed);
-        }
+    for g in (0..workers).filter_map(|i| control.group(i)) {
+        s.spawned += g.stats.spawned.load(Ordering::Relaxed);
+        s.finished += g.stats.finished.load(Ordering::Relaxed);
     }
+    for w in &per_worker {
+        s.switches += w.switches;
+        s.steals += w.steals;
+        s.parks += w.parks;
+        s.polls += w.polls;
+        s.ready += w.ready;
+        s.tasks += w.tasks;
+        s.busy += w.busy;
+    }
+    s.per_worker = per_worker;
     s
+}
+
+/// One worker's counters, each read once (see [`WorkerStats`]).
+fn worker_stats(g: &GroupRemote) -> WorkerStats {
+    let st = &g.stats;
+    let lifo = usize::from(!g.lifo.load(Ordering::Relaxed).is_null());
+    WorkerStats {
+        ready: st.ready.load(StatRelaxed) + g.woken.len() + g.stealer.len() + g.inbox.len() + lifo,
+        tasks: st.tasks.load(StatRelaxed),
+        busy: st.busy.read(),
+        parks: st.parks.load(Ordering::Relaxed),
+        steals: st.steals.load(Ordering::Relaxed),
+        polls: st.polls.load(StatRelaxed),
+        switches: st.switches.load(Ordering::Relaxed),
+    }
 }
 
 /// `Runtime::block_on` and `Handle::block_on` (see the former).
