@@ -13,9 +13,11 @@
 //! [`Runtime::stats`] reads counters that each worker keeps for itself (in
 //! its `GroupRemote`, written by that worker only, so a bump is a plain
 //! load and store) and sums them, per worker and in total, from one read
-//! of each.
+//! of each. A worker's thread hooks ([`Builder::on_thread_start`],
+//! [`Builder::on_thread_stop`]) run on its thread around its run loop,
+//! outside any task, with their panics caught.
 
-use crate::error::{JoinError, SetWorkersError};
+use crate::error::{panic_message, JoinError, SetWorkersError};
 use crate::loom::lock;
 use crate::loom::stats::Ordering::Relaxed as StatRelaxed;
 use crate::loom::sync::atomic::Ordering;
@@ -41,6 +43,8 @@ pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 /// An M:N runtime: worker threads running tasks. See the crate docs.
 pub struct Runtime {
     pub(crate) control: Arc<TaskControl>,
+    /// Run on each worker thread, those `set_workers` adds included.
+    hooks: ThreadHooks,
 }
 
 /// What a reader of a log wants: not every worker's queues (and no lock).
@@ -51,6 +55,45 @@ impl std::fmt::Debug for Runtime {
             .field("stack_size", &self.control.stacks.default_size())
             .field("stopping", &self.control.stopping.load(Ordering::Relaxed))
             .finish_non_exhaustive()
+    }
+}
+
+/// A function run on each worker thread (`Builder::on_thread_start`,
+/// `on_thread_stop`). Its `Debug` says that one is set, not what it is.
+#[derive(Clone)]
+struct ThreadHook(Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for ThreadHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Fn()")
+    }
+}
+
+/// A runtime's thread hooks, each optional.
+#[derive(Debug, Clone, Default)]
+struct ThreadHooks {
+    start: Option<ThreadHook>,
+    stop: Option<ThreadHook>,
+}
+
+impl ThreadHooks {
+    /// Runs `hook` (named `which`, for the log) on this thread, worker
+    /// `worker` of `control`, entered in that runtime (so
+    /// `Handle::current` is it): a panic is caught and logged, and the
+    /// worker goes on.
+    fn run(hook: &Option<ThreadHook>, which: &str, worker: usize, control: &Arc<TaskControl>) {
+        let Some(ThreadHook(f)) = hook else {
+            return;
+        };
+        let _entered = sched::enter(control.clone());
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f())) {
+            tracing::error!(
+                worker,
+                hook = which,
+                panic = panic_message(&*p),
+                "a worker thread hook panicked: the panic is ignored, the worker goes on"
+            );
+        }
     }
 }
 
@@ -65,6 +108,7 @@ pub struct Builder {
     /// `None`: the default, budgeted.
     sleep_spin: Option<Duration>,
     idle_poll: Duration,
+    hooks: ThreadHooks,
 }
 
 impl Default for Builder {
@@ -77,6 +121,7 @@ impl Default for Builder {
             stall_threshold: DEFAULT_STALL_THRESHOLD,
             sleep_spin: None,
             idle_poll: DEFAULT_IDLE_POLL,
+            hooks: ThreadHooks::default(),
         }
     }
 }
@@ -189,6 +234,44 @@ impl Builder {
         self
     }
 
+    /// Runs `f` on each worker thread once, when it starts, before it runs
+    /// any task: on the workers `build` starts and on those
+    /// [`Runtime::set_workers`] adds later. A later call replaces the
+    /// hook.
+    ///
+    /// `f` runs outside any task, with the runtime entered
+    /// ([`Handle::current`] is this runtime), while the worker's queued
+    /// tasks wait (or are taken by other workers). A panic in `f` is
+    /// caught and reported (a `tracing::error!`); the worker starts
+    /// anyway. `f` must not wait for tasks of this runtime: on a runtime
+    /// of one worker, that worker is the one running `f`.
+    pub fn on_thread_start<F>(mut self, f: F) -> Self
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        self.hooks.start = Some(ThreadHook(Arc::new(f)));
+        self
+    }
+
+    /// Runs `f` on each worker thread once, when it stops (at the
+    /// runtime's shutdown or drop), after its last task has ended or been
+    /// cancelled. [`Runtime::shutdown`] and the drop of a `Runtime` return
+    /// once every worker's `f` has returned, except when called from a
+    /// task (they do not wait for the workers then). A later call
+    /// replaces the hook.
+    ///
+    /// As [`on_thread_start`](Self::on_thread_start)'s, `f` runs outside
+    /// any task with the runtime entered (a spawn there is cancelled at
+    /// once: the runtime is stopping), and a panic in it is caught and
+    /// reported.
+    pub fn on_thread_stop<F>(mut self, f: F) -> Self
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        self.hooks.stop = Some(ThreadHook(Arc::new(f)));
+        self
+    }
+
     /// Starts the runtime. Bad values (0 or more than 256 workers, a stack
     /// size over 1 TiB, a thread name with a NUL byte) are `InvalidInput`
     /// errors; a stack size the OS cannot map (more memory than it will
@@ -230,6 +313,7 @@ impl Builder {
                 idle_poll: self.idle_poll,
                 cpus,
             })),
+            hooks: self.hooks,
         };
         rt.control.stacks.prime()?;
         rt.add_workers(workers)?;
@@ -453,6 +537,7 @@ impl Runtime {
             let fresh = Worker::new_fifo();
             let gs = GroupRemote::new(fresh.stealer());
             let worker_control = control.clone();
+            let hooks = self.hooks.clone();
             let bind = cpus.bind_for(i, control.config.pin_workers, from_a_worker);
             // The worker is registered only once its thread exists, so that
             // a failed spawn leaves nothing half-made for the next call; the
@@ -468,8 +553,11 @@ impl Runtime {
                         tracing::warn!(worker = i, ?bind, %error, "cannot set the worker's CPUs");
                     }
                     tracing::info!(worker = i, "worker started");
-                    let g = TaskGroup::new(i, worker_control, fresh);
+                    ThreadHooks::run(&hooks.start, "on_thread_start", i, &worker_control);
+                    let g = TaskGroup::new(i, worker_control.clone(), fresh);
                     g.run();
+                    drop(g);
+                    ThreadHooks::run(&hooks.stop, "on_thread_stop", i, &worker_control);
                     tracing::info!(worker = i, "worker stopped");
                 })?;
             if control.groups[i].set(gs).is_err() {

@@ -1,4 +1,5 @@
-//! Per-worker stats (`RuntimeStats::workers`, `WorkerStats`).
+//! Per-worker stats (`RuntimeStats::workers`, `WorkerStats`) and the worker
+//! thread hooks (`Builder::on_thread_start`, `on_thread_stop`).
 //!
 //! Every check waits for a state (`wait_for`, with its generous hang
 //! limit) and asserts orderings and sums, never how fast something went:
@@ -8,12 +9,12 @@
 
 mod common;
 
-use common::{rt, wait_for};
+use common::{rt, wait_for, Gate};
 use spindle::task::Builder as TaskBuilder;
 use spindle::{Runtime, RuntimeStats, WorkerStats};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a task spinning for a flag spins at most: a test that fails
@@ -313,4 +314,146 @@ fn polls_grow_once_a_task_waits_on_a_socket() {
         rt.stats().polls > before.polls
     });
     assert_sums(&rt.stats());
+}
+
+/// What the hooks saw: the names of the threads they ran on.
+#[derive(Default)]
+struct HookLog {
+    starts: Mutex<Vec<String>>,
+    stops: Mutex<Vec<String>>,
+}
+
+fn thread_name() -> String {
+    std::thread::current().name().unwrap_or("?").to_string()
+}
+
+fn hooked(log: &Arc<HookLog>, name: &str, workers: usize) -> Runtime {
+    let (on_start, on_stop) = (log.clone(), log.clone());
+    Runtime::builder()
+        .workers(workers)
+        .thread_name(name)
+        .on_thread_start(move || on_start.starts.lock().unwrap().push(thread_name()))
+        .on_thread_stop(move || on_stop.stops.lock().unwrap().push(thread_name()))
+        .build()
+        .unwrap()
+}
+
+fn sorted(v: &Mutex<Vec<String>>) -> Vec<String> {
+    let mut v = v.lock().unwrap().clone();
+    v.sort();
+    v
+}
+
+#[test]
+fn thread_hooks_run_once_on_each_worker_thread() {
+    let log = Arc::new(HookLog::default());
+    let rt = hooked(&log, "hooked", 2);
+    let builder_debug = format!(
+        "{:?}",
+        Runtime::builder()
+            .on_thread_start(|| ())
+            .on_thread_stop(|| ())
+    );
+    assert!(builder_debug.contains("start: Some("), "{builder_debug}");
+    // A task on each worker runs after that worker's start hook.
+    for w in 0..2 {
+        let log = log.clone();
+        let seen = on_worker(&rt, w, move || {
+            let me = thread_name();
+            log.starts.lock().unwrap().contains(&me).then_some(me)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(seen, Some(format!("hooked-{w}")));
+    }
+    // A worker added later runs it too.
+    rt.set_workers(3).unwrap();
+    let log2 = log.clone();
+    let seen = on_worker(&rt, 2, move || {
+        log2.starts.lock().unwrap().contains(&thread_name())
+    })
+    .join()
+    .unwrap();
+    assert!(seen, "the added worker ran its start hook first");
+    assert!(log.stops.lock().unwrap().is_empty(), "nothing stopped yet");
+    drop(rt);
+    // Every stop hook has run once the drop returns; each hook once per
+    // worker, on that worker's thread.
+    let names: Vec<String> = (0..3).map(|i| format!("hooked-{i}")).collect();
+    assert_eq!(sorted(&log.starts), names);
+    assert_eq!(sorted(&log.stops), names);
+}
+
+#[test]
+fn stop_hooks_have_run_when_shutdown_returns() {
+    let log = Arc::new(HookLog::default());
+    let rt = hooked(&log, "shut", 2);
+    let gate = Arc::new(Gate::new());
+    // A task still blocked at the shutdown: cancelled before the stop hook.
+    let blocked = {
+        let gate = gate.clone();
+        rt.spawn(move || gate.pass())
+    };
+    rt.block_on(|| spindle::sleep(Duration::from_millis(1)).unwrap());
+    rt.shutdown();
+    assert_eq!(
+        sorted(&log.stops),
+        ["shut-0".to_string(), "shut-1".to_string()]
+    );
+    assert_eq!(sorted(&log.starts).len(), 2);
+    assert!(blocked.join().is_err(), "cancelled by the shutdown");
+}
+
+#[test]
+fn a_panicking_hook_does_not_break_the_runtime() {
+    // Records the runtime's errors (this binary's only use of a
+    // subscriber), before its workers start.
+    let errors = spindle_testkit::recorded(tracing::Level::ERROR);
+    let starts = Arc::new(AtomicUsize::new(0));
+    let stops = Arc::new(AtomicUsize::new(0));
+    let rt = {
+        let (starts, stops) = (starts.clone(), stops.clone());
+        Runtime::builder()
+            .workers(2)
+            .on_thread_start(move || {
+                starts.fetch_add(1, Ordering::AcqRel);
+                panic!("a start hook panics");
+            })
+            .on_thread_stop(move || {
+                stops.fetch_add(1, Ordering::AcqRel);
+                panic!("a stop hook panics");
+            })
+            .build()
+            .unwrap()
+    };
+    // Both workers run tasks.
+    for w in 0..2 {
+        assert_eq!(on_worker(&rt, w, move || w * 10).join().unwrap(), w * 10);
+    }
+    let sum = rt.block_on(|| {
+        let hs: Vec<_> = (0..20u64).map(|i| spindle::spawn(move || i)).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+    });
+    assert_eq!(sum, 190);
+    assert_eq!(starts.load(Ordering::Acquire), 2);
+    drop(rt);
+    assert_eq!(stops.load(Ordering::Acquire), 2, "every stop hook ran");
+    // Each panic reported once, naming its hook and its message.
+    let errors = errors.lock().unwrap().clone();
+    let reports = |hook: &str, panic: &str| {
+        errors
+            .iter()
+            .filter(|e| e.contains(hook) && e.contains(panic))
+            .count()
+    };
+    assert_eq!(
+        reports("on_thread_start", "a start hook panics"),
+        2,
+        "{errors:?}"
+    );
+    assert_eq!(
+        reports("on_thread_stop", "a stop hook panics"),
+        2,
+        "{errors:?}"
+    );
 }
