@@ -119,7 +119,7 @@ pub struct TaskInfo {
     /// Its name, if it was given one (`task::Builder::name`).
     pub name: Option<String>,
     /// The worker it runs on (an index into
-    /// [`RuntimeStats::workers`](crate::RuntimeStats)); `None` before its
+    /// [`RuntimeStats::workers`](crate::RuntimeStats::workers)); `None` before its
     /// first run.
     pub worker: Option<usize>,
     /// What it is doing.

@@ -116,7 +116,8 @@ pub use error::{JoinError, NoSuchTask, PanicPayload, SetWorkersError, SleepError
 pub use id::TaskId;
 pub use join_set::{JoinNext, JoinSet};
 pub use runtime::{
-    global_runtime, Builder, EnterGuard, Handle, Runtime, RuntimeStats, DEFAULT_STACK_SIZE,
+    global_runtime, Builder, EnterGuard, Handle, Runtime, RuntimeStats, WorkerStats,
+    DEFAULT_STACK_SIZE,
 };
 pub use scope::{scope, Scope, ScopedJoinHandle};
 pub use stack::{stack_guard_regions, MIN_STACK_SIZE};

@@ -9,9 +9,17 @@
 //! runtime, and no stack is kept for one. (The one wait it does not cut
 //! short is `block_on`'s from a task, whose task borrows from the waiter:
 //! the worker waits for that task to end first.)
+//!
+//! [`Runtime::stats`] reads counters that each worker keeps for itself (in
+//! its `GroupRemote`, written by that worker only, so a bump is a plain
+//! load and store) and sums them, per worker and in total, from one read
+//! of each. A worker's thread hooks ([`Builder::on_thread_start`],
+//! [`Builder::on_thread_stop`]) run on its thread around its run loop,
+//! outside any task, with their panics caught.
 
-use crate::error::{JoinError, SetWorkersError};
+use crate::error::{panic_message, JoinError, SetWorkersError};
 use crate::loom::lock;
+use crate::loom::stats::Ordering::Relaxed as StatRelaxed;
 use crate::loom::sync::atomic::Ordering;
 use crate::meta::activity::WaitOn;
 use crate::meta::wait_queue::WaitPolicy;
@@ -38,6 +46,8 @@ pub struct Runtime {
     pub(crate) control: Arc<TaskControl>,
     /// The thread of [`Builder::dump_on_signal`], stopped with the runtime.
     dump_on_signal: Option<crate::dump::DumpOnSignal>,
+    /// Run on each worker thread, those `set_workers` adds included.
+    hooks: ThreadHooks,
 }
 
 /// What a reader of a log wants: not every worker's queues (and no lock).
@@ -48,6 +58,45 @@ impl std::fmt::Debug for Runtime {
             .field("stack_size", &self.control.stacks.default_size())
             .field("stopping", &self.control.stopping.load(Ordering::Relaxed))
             .finish_non_exhaustive()
+    }
+}
+
+/// A function run on each worker thread (`Builder::on_thread_start`,
+/// `on_thread_stop`). Its `Debug` says that one is set, not what it is.
+#[derive(Clone)]
+struct ThreadHook(Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for ThreadHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Fn()")
+    }
+}
+
+/// A runtime's thread hooks, each optional.
+#[derive(Debug, Clone, Default)]
+struct ThreadHooks {
+    start: Option<ThreadHook>,
+    stop: Option<ThreadHook>,
+}
+
+impl ThreadHooks {
+    /// Runs `hook` (named `which`, for the log) on this thread, worker
+    /// `worker` of `control`, entered in that runtime (so
+    /// `Handle::current` is it): a panic is caught and logged, and the
+    /// worker goes on.
+    fn run(hook: &Option<ThreadHook>, which: &str, worker: usize, control: &Arc<TaskControl>) {
+        let Some(ThreadHook(f)) = hook else {
+            return;
+        };
+        let _entered = sched::enter(control.clone());
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f())) {
+            tracing::error!(
+                worker,
+                hook = which,
+                panic = panic_message(&*p),
+                "a worker thread hook panicked: the panic is ignored, the worker goes on"
+            );
+        }
     }
 }
 
@@ -64,6 +113,7 @@ pub struct Builder {
     idle_poll: Duration,
     /// The signal that prints a task dump, if any.
     dump_on_signal: Option<libc::c_int>,
+    hooks: ThreadHooks,
 }
 
 impl Default for Builder {
@@ -77,6 +127,7 @@ impl Default for Builder {
             sleep_spin: None,
             idle_poll: DEFAULT_IDLE_POLL,
             dump_on_signal: None,
+            hooks: ThreadHooks::default(),
         }
     }
 }
@@ -204,6 +255,44 @@ impl Builder {
         self
     }
 
+    /// Runs `f` on each worker thread once, when it starts, before it runs
+    /// any task: on the workers `build` starts and on those
+    /// [`Runtime::set_workers`] adds later. A later call replaces the
+    /// hook.
+    ///
+    /// `f` runs outside any task, with the runtime entered
+    /// ([`Handle::current`] is this runtime), while the worker's queued
+    /// tasks wait (or are taken by other workers). A panic in `f` is
+    /// caught and reported (a `tracing::error!`); the worker starts
+    /// anyway. `f` must not wait for tasks of this runtime: on a runtime
+    /// of one worker, that worker is the one running `f`.
+    pub fn on_thread_start<F>(mut self, f: F) -> Self
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        self.hooks.start = Some(ThreadHook(Arc::new(f)));
+        self
+    }
+
+    /// Runs `f` on each worker thread once, when it stops (at the
+    /// runtime's shutdown or drop), after its last task has ended or been
+    /// cancelled. [`Runtime::shutdown`] and the drop of a `Runtime` return
+    /// once every worker's `f` has returned, except when called from a
+    /// task (they do not wait for the workers then). A later call
+    /// replaces the hook.
+    ///
+    /// As [`on_thread_start`](Self::on_thread_start)'s, `f` runs outside
+    /// any task with the runtime entered (a spawn there is cancelled at
+    /// once: the runtime is stopping), and a panic in it is caught and
+    /// reported.
+    pub fn on_thread_stop<F>(mut self, f: F) -> Self
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        self.hooks.stop = Some(ThreadHook(Arc::new(f)));
+        self
+    }
+
     /// Starts the runtime. Bad values (0 or more than 256 workers, a stack
     /// size over 1 TiB, a thread name with a NUL byte) are `InvalidInput`
     /// errors; a stack size the OS cannot map (more memory than it will
@@ -246,6 +335,7 @@ impl Builder {
                 idle_poll: self.idle_poll,
                 cpus,
             })),
+            hooks: self.hooks,
         };
         rt.control.stacks.prime()?;
         rt.add_workers(workers)?;
@@ -262,19 +352,39 @@ impl Builder {
     }
 }
 
-/// Counters of a runtime, summed over its workers (`#[non_exhaustive]`:
-/// counters may be added).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Counters of a runtime, summed over its workers, and each worker's own
+/// ([`workers()`](Self::workers)), all from one read (`#[non_exhaustive]`:
+/// counters may be added). Not `Copy`: it holds the per-worker list.
+///
+/// Each per-worker figure of [`WorkerStats`] sums to the field of the same
+/// name here, within one `RuntimeStats`: `switches`, `steals`, `parks`,
+/// `polls`, `ready`, `tasks` and `busy`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct RuntimeStats {
+    /// The number of workers (the length of [`workers()`](Self::workers)).
     pub workers: usize,
+    /// Tasks spawned onto this runtime.
     pub spawned: u64,
+    /// Tasks that ran to their end (cancelled ones are not counted).
     pub finished: u64,
     /// Task switches: each resume that returned to the worker.
     pub switches: u64,
+    /// Steals of new tasks from other workers (see
+    /// [`WorkerStats::steals`]).
     pub steals: u64,
-    /// Times a worker parked on its lot.
+    /// Times a worker parked on its lot or in its I/O poller.
     pub parks: u64,
+    /// Times a worker polled its I/O poller (between tasks, while idle,
+    /// and parked in it).
+    pub polls: u64,
+    /// Tasks queued to run now, a snapshot (see [`WorkerStats::ready`]).
+    pub ready: usize,
+    /// Started tasks that have not ended (see [`WorkerStats::tasks`]).
+    pub tasks: usize,
+    /// Time the workers were not parked, summed over them: running tasks
+    /// and looking for work (see [`WorkerStats::busy`]).
+    pub busy: Duration,
     /// Parked workers woken by a signal.
     pub wakeups: u64,
     /// Stacks in the shared pool (workers keep up to 256 more each).
@@ -290,6 +400,57 @@ pub struct RuntimeStats {
     /// Threads of the process's blocking pool now
     /// (`task::spawn_blocking`, name lookups).
     pub blocking_threads: usize,
+    /// One entry per worker, by index.
+    per_worker: Vec<WorkerStats>,
+}
+
+impl RuntimeStats {
+    /// Each worker's counters, indexed by the worker's number (worker `i`
+    /// is the thread named `name-i`, see [`Builder::thread_name`]): one
+    /// entry per worker, [`workers`](Self#structfield.workers) of them.
+    pub fn workers(&self) -> &[WorkerStats] {
+        &self.per_worker
+    }
+}
+
+/// One worker's counters, in [`RuntimeStats::workers`]
+/// (`#[non_exhaustive]`: counters may be added). Each sums over the
+/// workers to the [`RuntimeStats`] field of the same name.
+///
+/// The worker writes them and a reader on another thread takes each as it
+/// finds it, without a lock: `ready` and `tasks` are snapshots that may be
+/// a moment old, and the figures are not taken at one instant together.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerStats {
+    /// Tasks queued on this worker now, waiting to run: its ready list,
+    /// its remote queue (tasks woken by other threads, tasks placed on
+    /// it), its never-run tasks (its deque, its LIFO slot and its inbox of
+    /// spawns from plain threads; other workers may steal those). A task
+    /// being moved (a steal, the worker taking its remote queue) may be
+    /// missed or counted twice for a moment.
+    pub ready: usize,
+    /// Started tasks homed on this worker that have not ended: running,
+    /// queued or blocked in a wait. A task is homed on the worker it first
+    /// runs on, and never leaves it.
+    pub tasks: usize,
+    /// How long the worker has not been parked since it started: running
+    /// tasks, and looking for work before it parks (which
+    /// `Builder::idle_poll` and `Builder::sleep_spin` make longer). It
+    /// stops growing when the worker exits.
+    pub busy: Duration,
+    /// Times the worker parked: slept on its lot or blocked in its I/O
+    /// poller.
+    pub parks: u64,
+    /// Steals this worker made: each a batch of another worker's new
+    /// tasks, or the task in its LIFO slot.
+    pub steals: u64,
+    /// Times the worker polled its I/O poller: every 61 tasks while busy,
+    /// when it runs out of work, and each park in the poller. Zero until
+    /// one of its tasks first waits on an fd.
+    pub polls: u64,
+    /// Task switches on this worker: each resume that returned to it.
+    pub switches: u64,
 }
 
 impl Runtime {
@@ -404,6 +565,7 @@ impl Runtime {
             let fresh = Worker::new_fifo();
             let gs = GroupRemote::new(fresh.stealer());
             let worker_control = control.clone();
+            let hooks = self.hooks.clone();
             let bind = cpus.bind_for(i, control.config.pin_workers, from_a_worker);
             // The worker is registered only once its thread exists, so that
             // a failed spawn leaves nothing half-made for the next call; the
@@ -419,8 +581,11 @@ impl Runtime {
                         tracing::warn!(worker = i, ?bind, %error, "cannot set the worker's CPUs");
                     }
                     tracing::info!(worker = i, "worker started");
-                    let g = TaskGroup::new(i, worker_control, fresh);
+                    ThreadHooks::run(&hooks.start, "on_thread_start", i, &worker_control);
+                    let g = TaskGroup::new(i, worker_control.clone(), fresh);
                     g.run();
+                    drop(g);
+                    ThreadHooks::run(&hooks.stop, "on_thread_stop", i, &worker_control);
                     tracing::info!(worker = i, "worker stopped");
                 })?;
             if control.groups[i].set(gs).is_err() {
@@ -544,10 +709,15 @@ impl Drop for Runtime {
     }
 }
 
-/// Counters of the runtime `control`, summed over its workers.
+/// Counters of the runtime `control`: each worker's, read once, and their
+/// sums.
 fn stats(control: &TaskControl) -> RuntimeStats {
+    let workers = control.worker_count();
+    let per_worker: Vec<WorkerStats> = (0..workers)
+        .map(|i| control.group(i).map(worker_stats).unwrap_or_default())
+        .collect();
     let mut s = RuntimeStats {
-        workers: control.worker_count(),
+        workers,
         spawned: control.spawned_outside.load(Ordering::Relaxed),
         wakeups: control.idle.wakeups.load(Ordering::Relaxed),
         stalls: control.stalls.load(Ordering::Relaxed),
@@ -557,16 +727,20 @@ fn stats(control: &TaskControl) -> RuntimeStats {
         task_slots: crate::meta::table().capacity(),
         ..Default::default()
     };
-    for i in 0..s.workers {
-        if let Some(g) = control.group(i) {
-            let st = &g.stats;
-            s.spawned += st.spawned.load(Ordering::Relaxed);
-            s.finished += st.finished.load(Ordering::Relaxed);
-            s.switches += st.switches.load(Ordering::Relaxed);
-            s.steals += st.steals.load(Ordering::Relaxed);
-            s.parks += st.parks.load(Ordering::Relaxed);
-        }
+    for g in (0..workers).filter_map(|i| control.group(i)) {
+        s.spawned += g.stats.spawned.load(Ordering::Relaxed);
+        s.finished += g.stats.finished.load(Ordering::Relaxed);
     }
+    for w in &per_worker {
+        s.switches += w.switches;
+        s.steals += w.steals;
+        s.parks += w.parks;
+        s.polls += w.polls;
+        s.ready += w.ready;
+        s.tasks += w.tasks;
+        s.busy += w.busy;
+    }
+    s.per_worker = per_worker;
     s
 }
 
@@ -583,6 +757,21 @@ fn dump(control: &Arc<TaskControl>) -> crate::TaskDump {
             .spawn_on(&handle, walk)
             .is_ok()
     })
+}
+
+/// One worker's counters, each read once (see [`WorkerStats`]).
+fn worker_stats(g: &GroupRemote) -> WorkerStats {
+    let st = &g.stats;
+    let lifo = usize::from(!g.lifo.load(Ordering::Relaxed).is_null());
+    WorkerStats {
+        ready: st.ready.load(StatRelaxed) + g.woken.len() + g.stealer.len() + g.inbox.len() + lifo,
+        tasks: st.tasks.load(StatRelaxed),
+        busy: st.busy.read(),
+        parks: st.parks.load(Ordering::Relaxed),
+        steals: st.steals.load(Ordering::Relaxed),
+        polls: st.polls.load(StatRelaxed),
+        switches: st.switches.load(Ordering::Relaxed),
+    }
 }
 
 /// `Runtime::block_on` and `Handle::block_on` (see the former).

@@ -7,11 +7,20 @@
 //! traffic), the stack pool and the counters.
 //!
 //! How idle workers are parked and woken is the protocol of `idle.rs`.
+//!
+//! Each worker's counters ([`GroupStats`]) live here too, in its
+//! `GroupRemote`, where `Runtime::stats` reads them from any thread. Only
+//! their worker writes them, with plain loads and stores (no locked
+//! instruction): the switch count once per switch, the ready list's
+//! length as it always kept it (now where other threads see it), the rest
+//! at task starts and ends, steals, parks and polls. Its busy time is one
+//! word written at its parks and unparks only ([`BusyClock`]).
 
 use super::affinity::Cpus;
 use super::idle::Idle;
-use super::queue::RemoteQueue;
+use super::queue::{RemoteQueue, SharedLen};
 use crate::driver::PollerShared;
+use crate::loom::stats::{AtomicU64 as StatU64, Ordering::Relaxed as StatRelaxed};
 use crate::loom::sync::atomic::{
     fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed,
     Ordering::Release, Ordering::SeqCst,
@@ -23,6 +32,7 @@ use crossbeam_deque::{Injector, Stealer};
 
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// The most workers one runtime may have.
 pub(crate) const MAX_WORKERS: usize = 256;
@@ -46,19 +56,114 @@ pub(crate) struct Config {
 
 /// Counters a worker writes and anyone reads. Only the owning worker writes
 /// them, so an increment is a plain load and store (no locked instruction).
+///
+/// The first five are loom's atomics (thieves read `switches` to decide
+/// whether a worker is held up); the rest serve `Runtime::stats` only, and
+/// are std's (`loom::stats`).
 #[derive(Debug, Default)]
 pub(crate) struct GroupStats {
+    /// Tasks this worker spawned.
     pub(crate) spawned: AtomicU64,
+    /// Tasks that ended here (their home).
     pub(crate) finished: AtomicU64,
+    /// Task switches: each resume that returned to the worker.
     pub(crate) switches: AtomicU64,
+    /// Batches of new tasks this worker stole (counted by the thief).
     pub(crate) steals: AtomicU64,
+    /// Times this worker slept on its lot or in its poller.
     pub(crate) parks: AtomicU64,
+    /// Times this worker polled its I/O poller: polls between tasks, idle
+    /// polls and parks in the poller.
+    pub(crate) polls: StatU64,
+    /// The length of this worker's started list (`TaskGroup::started`):
+    /// started tasks homed here that have not ended. Shared with that list.
+    pub(crate) tasks: SharedLen,
+    /// The length of this worker's ready list (`TaskGroup::ready`, a
+    /// `LocalQueue` counted in it). Shared with that list.
+    pub(crate) ready: SharedLen,
+    /// How long this worker has not been parked.
+    pub(crate) busy: BusyClock,
 }
 
 impl GroupStats {
     #[inline]
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.store(counter.load(Relaxed) + 1, Relaxed);
+    }
+
+    /// [`bump`](Self::bump) for a stats-only counter.
+    #[inline]
+    pub(crate) fn bump_stat(counter: &StatU64) {
+        counter.store(counter.load(StatRelaxed) + 1, StatRelaxed);
+    }
+}
+
+/// A worker's busy time: how long it has not been parked since it started,
+/// readable from any thread, in one word that only the worker writes, at
+/// its parks and unparks (a clock read each, never one per switch). So a
+/// reader never sees half an update, and sees the time of a stretch still
+/// under way. The word, in ns since `epoch`, shifted left once:
+///
+/// - low bit 0: parked (or not started yet, or exited): the busy time so
+///   far;
+/// - low bit 1: awake since `since`, having been busy `b` before: `since −
+///   b`, so that the busy time at `now` is `now − word`.
+///
+/// `since − b` never goes below zero: `b` is made of stretches between
+/// `epoch` and `since`. 63 bits of ns are 292 years.
+#[derive(Debug)]
+pub(crate) struct BusyClock {
+    epoch: Instant,
+    word: StatU64,
+}
+
+impl Default for BusyClock {
+    fn default() -> Self {
+        BusyClock {
+            epoch: Instant::now(),
+            word: StatU64::new(0),
+        }
+    }
+}
+
+impl BusyClock {
+    /// The low bit of the word: the worker is awake.
+    const AWAKE: u64 = 1;
+
+    fn nanos(&self, t: Instant) -> u64 {
+        let ns = t.saturating_duration_since(self.epoch).as_nanos();
+        u64::try_from(ns).unwrap_or(u64::MAX).min(u64::MAX >> 1)
+    }
+
+    /// The worker starts, or is back from a park, at `now`. By the worker
+    /// only.
+    pub(crate) fn awake(&self, now: Instant) {
+        let w = self.word.load(StatRelaxed);
+        if w & Self::AWAKE == 0 {
+            let base = self.nanos(now).saturating_sub(w >> 1);
+            self.word.store(base << 1 | Self::AWAKE, StatRelaxed);
+        }
+    }
+
+    /// The worker parks, or exits, at `now`. By the worker only.
+    pub(crate) fn asleep(&self, now: Instant) {
+        let w = self.word.load(StatRelaxed);
+        if w & Self::AWAKE != 0 {
+            let busy = self.nanos(now).saturating_sub(w >> 1);
+            self.word.store(busy << 1, StatRelaxed);
+        }
+    }
+
+    /// The busy time now, from any thread.
+    pub(crate) fn read(&self) -> Duration {
+        let w = self.word.load(StatRelaxed);
+        let ns = if w & Self::AWAKE != 0 {
+            // Read after the word: not before the stretch it says began.
+            self.nanos(Instant::now()).saturating_sub(w >> 1)
+        } else {
+            w >> 1
+        };
+        Duration::from_nanos(ns)
     }
 }
 
@@ -335,3 +440,40 @@ impl Drop for TaskControl {
 #[cfg(all(test, loom))]
 #[path = "loom_control.rs"]
 mod loom_control;
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn the_busy_clock_counts_the_stretches_between_parks() {
+        let c = BusyClock::default();
+        let e = c.epoch;
+        assert_eq!(c.read(), Duration::ZERO, "not started: nothing yet");
+        c.awake(e + ms(1));
+        c.asleep(e + ms(4));
+        assert_eq!(c.read(), ms(3));
+        // A second unpark or park in a row changes nothing.
+        c.asleep(e + ms(5));
+        assert_eq!(c.read(), ms(3));
+        c.awake(e + ms(10));
+        c.awake(e + ms(11));
+        c.asleep(e + ms(12));
+        assert_eq!(c.read(), ms(5));
+    }
+
+    #[test]
+    fn the_busy_clock_reads_a_stretch_under_way() {
+        let c = BusyClock::default();
+        let start = Instant::now();
+        c.awake(start);
+        std::thread::sleep(ms(2));
+        let busy = c.read();
+        assert!(busy >= ms(2), "{busy:?}");
+        assert!(busy <= start.elapsed() + start.duration_since(c.epoch));
+    }
+}

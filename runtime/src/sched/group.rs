@@ -47,9 +47,10 @@
 use super::control::{GroupRemote, GroupStats, TaskControl};
 use super::idle::{IdleWorker, Look};
 use super::idle_poll::PollWindow;
-use super::queue::LocalQueue;
+use super::queue::{LocalQueue, SharedLen};
 use super::spin_budget::SpinBudget;
 use crate::driver::{PollWait, Poller};
+use crate::loom::stats::Ordering::Relaxed as StatRelaxed;
 use crate::loom::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
 use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
 use crate::meta::{self, TaskRef, NO_HOME};
@@ -242,9 +243,13 @@ struct Sighting {
 
 /// A worker's started tasks that have not ended: an intrusive list through
 /// their metas (`started_prev`, `started_next`), which only this worker
-/// touches, so adding and removing a task costs a few plain stores.
+/// touches, so adding and removing a task costs a few plain stores. Its
+/// length is kept beside it for stats (`GroupStats::tasks`).
 struct StartedTasks {
     head: Cell<Option<TaskRef>>,
+    /// The length, written by this worker only (a load and a store), read
+    /// by `Runtime::stats` from any thread.
+    len: SharedLen,
 }
 
 impl StartedTasks {
@@ -254,6 +259,7 @@ impl StartedTasks {
 
     /// Adds `t`, which has just started on this worker.
     fn add(&self, t: TaskRef) {
+        self.len.store(self.len.load(StatRelaxed) + 1, StatRelaxed);
         let head = self.head.replace(Some(t));
         // SAFETY: this worker is `t`'s home, and the head's; the list is
         // touched by this thread only.
@@ -266,6 +272,7 @@ impl StartedTasks {
 
     /// Removes `t`, which has ended (or been cancelled).
     fn remove(&self, t: TaskRef) {
+        self.len.store(self.len.load(StatRelaxed) - 1, StatRelaxed);
         // SAFETY: the list's tasks are this worker's, and this is its thread.
         let (prev, next) = unsafe { t.set_started_links(None, None) };
         match prev {
@@ -337,11 +344,20 @@ impl std::fmt::Debug for TaskGroup {
 impl TaskGroup {
     pub(crate) fn new(index: usize, control: Arc<TaskControl>, fresh: Worker<TaskRef>) -> Self {
         let poll = PollWindow::new(SPIN_TIME, control.config.idle_poll);
+        let stats = &control
+            .group(index)
+            .expect("a worker is registered before it starts")
+            .stats;
+        let ready = LocalQueue::counted_in(stats.ready.clone());
+        let started = StartedTasks {
+            head: Cell::new(None),
+            len: stats.tasks.clone(),
+        };
         TaskGroup {
             index,
             control,
             fresh,
-            ready: LocalQueue::new(),
+            ready,
             current: Cell::new(None),
             stacks: RefCell::new(Vec::new()),
             slots: RefCell::new(Vec::new()),
@@ -352,9 +368,7 @@ impl TaskGroup {
             next: Cell::new(None),
             next_sleep: Cell::new(None),
             sleeper: Cell::new(None),
-            started: StartedTasks {
-                head: Cell::new(None),
-            },
+            started,
             unwinding_cancelled: Cell::new(false),
             poll,
             spin_budget: SpinBudget::new(Instant::now()),
@@ -467,6 +481,7 @@ impl TaskGroup {
             tracing::warn!(worker = self.index, %error, "could not set the timer slack");
         }
         WORKER.with(|w| w.set(self));
+        self.remote().stats.busy.awake(Instant::now());
         // The work-stealing deques' memory reclamation (crossbeam-epoch)
         // sets itself up on first use, the process-wide collector and this
         // thread's handle, building large values on the stack. Do it here,
@@ -489,6 +504,7 @@ impl TaskGroup {
         crate::stack::drop_stacks(std::mem::take(&mut *self.stacks.borrow_mut()));
         self.control.stacks.trim();
         meta::table().give_back(&mut self.slots.borrow_mut());
+        self.remote().stats.busy.asleep(Instant::now());
         WORKER.with(|w| w.set(ptr::null()));
     }
 
@@ -1278,8 +1294,16 @@ impl IdleWorker for TaskGroup {
         TaskGroup::stealable_in_sight(self)
     }
 
-    fn parked(&self) {
-        GroupStats::bump(&self.remote().stats.parks);
+    // A park is a futex wait or a blocking poll (microseconds at least):
+    // a clock read on each side of it is what the busy time costs.
+    fn parking(&self) {
+        let stats = &self.remote().stats;
+        GroupStats::bump(&stats.parks);
+        stats.busy.asleep(Instant::now());
+    }
+
+    fn unparked(&self) {
+        self.remote().stats.busy.awake(Instant::now());
     }
 
     fn search_ended(&self, t: &TaskRef) {
@@ -1293,6 +1317,7 @@ impl IdleWorker for TaskGroup {
 
     fn poll_io(&self, wait: PollWait) {
         if let Some(p) = self.poller.get() {
+            GroupStats::bump_stat(&self.remote().stats.polls);
             p.poll(wait, make_ready);
         }
     }

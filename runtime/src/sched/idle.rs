@@ -158,8 +158,12 @@ pub(crate) trait IdleWorker {
     fn look_again_at(&self) -> Option<Instant>;
     /// Whether stealable work is in sight for another worker.
     fn stealable_in_sight(&self) -> bool;
-    /// The worker slept on its lot (for stats).
-    fn parked(&self);
+    /// The worker is about to sleep on its lot or in its poller (for
+    /// stats: it counts a park and stops its busy clock).
+    fn parking(&self);
+    /// The worker is back from that sleep (for stats: it restarts its
+    /// busy clock).
+    fn unparked(&self);
     /// A search ended: it found `t` (before the worker stops searching).
     fn search_ended(&self, t: &Self::Task);
     /// Runs a task it found.
@@ -417,13 +421,7 @@ impl Idle {
         match w.look() {
             Look::Found(t) => Some(t),
             Look::Again => None,
-            Look::Park(until) => {
-                let (slept, found) = self.park(w, searching, until);
-                if slept {
-                    w.parked();
-                }
-                found
-            }
+            Look::Park(until) => self.park(w, searching, until),
         }
     }
 
@@ -431,14 +429,15 @@ impl Idle {
     /// is then returned) or its runtime stops; `until` bounds the sleep.
     /// `searching` says whether the worker is a searcher; the worker gives
     /// that up to park, and comes back a searcher if a producer picked it
-    /// (see the module docs). Returns whether the worker actually slept,
-    /// and the work found.
+    /// (see the module docs). Returns the work found. Around the sleep
+    /// itself, and only there, `w` is told ([`IdleWorker::parking`],
+    /// [`IdleWorker::unparked`]): its stats read the clock there.
     fn park<W: IdleWorker>(
         &self,
         w: &W,
         searching: &mut bool,
         until: Option<Instant>,
-    ) -> (bool, Option<W::Task>) {
+    ) -> Option<W::Task> {
         let me = w.index();
         let lot = &self.lots[Self::lot_of(me)];
         // The state is read BEFORE the last look (see ParkingLot's docs).
@@ -458,6 +457,7 @@ impl Idle {
             (a, b) => a.or(b),
         };
         if slept {
+            w.parking();
             if w.polls() {
                 // Blocks in the poller only if the lot's state has not
                 // moved since it was read (the module docs' handshake).
@@ -469,6 +469,7 @@ impl Idle {
             } else {
                 lot.wait_until_masked(lot_state, until, Self::mask_of(me));
             }
+            w.unparked();
         }
         if self.states.wake(me) == ParkState::Notified {
             // A producer counted us as searching: take the count over.
@@ -480,7 +481,7 @@ impl Idle {
             // (once awake, so that the wake-up is not for ourselves).
             self.after_last_searcher(me, last, || w.stealable_in_sight());
         }
-        (slept, found)
+        found
     }
 
     /// Stops every lot, waking all parked workers for good.

@@ -143,7 +143,8 @@ impl IdleWorker for ModelWorker<'_> {
     fn stealable_in_sight(&self) -> bool {
         !self.rt.stealable.is_empty() || !self.rt.stealable2.is_empty()
     }
-    fn parked(&self) {}
+    fn parking(&self) {}
+    fn unparked(&self) {}
     fn look_again_at(&self) -> Option<Instant> {
         None
     }

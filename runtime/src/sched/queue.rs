@@ -10,27 +10,54 @@
 //!   chain to restore FIFO order. Since the consumer never pops single nodes,
 //!   there is no ABA problem.
 //! - [`LocalQueue`]: a FIFO list touched by its owner thread only.
+//!
+//! Both keep a length that other threads may read for `Runtime::stats`
+//! (a worker's `ready` figure): a snapshot, not a promise, so the counters
+//! are std atomics (`loom::stats`) that loom does not model. The local
+//! queue's length is an owner-only load and store, as a plain counter's,
+//! in a counter shared with the worker's `GroupRemote` (so one more load:
+//! where it is); the remote queue's is one relaxed add per push, on the
+//! cache line of the head the push is about to swing, and one subtraction
+//! per [`RemoteQueue::take_all`] that took something.
 
+use crate::loom::stats::{AtomicUsize as StatCount, Ordering as StatOrdering};
 use crate::loom::sync::atomic::{AtomicPtr, Ordering};
 use crate::meta::{TaskMeta, TaskRef};
+use crossbeam_utils::CachePadded;
 use std::cell::Cell;
 use std::ptr;
+use std::sync::Arc;
+
+/// A length that its owner thread keeps and any thread may read (for
+/// stats), shared between the list and its worker's `GroupStats`, on cache
+/// lines of its own: the workers' counters are allocated one after the
+/// other, and two of them on one line, each written on every switch,
+/// would bounce it between the two workers' cores.
+pub(crate) type SharedLen = Arc<CachePadded<StatCount>>;
 
 /// A multi-producer, single-consumer queue of tasks; see the module docs.
 #[derive(Debug)]
 pub(crate) struct RemoteQueue {
     head: AtomicPtr<TaskMeta>,
+    /// Tasks pushed and not yet taken, for stats only (see
+    /// [`len`](Self::len)).
+    len: StatCount,
 }
 
 impl RemoteQueue {
     pub(crate) fn new() -> Self {
         RemoteQueue {
             head: AtomicPtr::new(ptr::null_mut()),
+            len: StatCount::new(0),
         }
     }
 
     /// Pushes `task`, which must be in no other queue.
     pub(crate) fn push(&self, task: TaskRef) {
+        // Counted before the push: the push (Release) and the take that
+        // sees it (Acquire) order this add before the take's subtraction,
+        // so the count never dips below zero.
+        self.len.fetch_add(1, StatOrdering::Relaxed);
         let node = task.as_ptr();
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
@@ -50,6 +77,12 @@ impl RemoteQueue {
     /// Whether the queue looked empty (a hint: a push may land right after).
     pub(crate) fn is_empty(&self) -> bool {
         self.head.load(Ordering::Relaxed).is_null()
+    }
+
+    /// How many tasks wait in the queue, as a snapshot from any thread
+    /// (a push under way may already count). For stats.
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(StatOrdering::Relaxed)
     }
 
     /// Takes every queued task and appends them, oldest first, to `out`.
@@ -72,6 +105,7 @@ impl RemoteQueue {
             node = next;
             n += 1;
         }
+        self.len.fetch_sub(n, StatOrdering::Relaxed);
         out.append_chain(reversed);
         n
     }
@@ -82,20 +116,34 @@ impl RemoteQueue {
 pub(crate) struct LocalQueue {
     head: Cell<*mut TaskMeta>,
     tail: Cell<*mut TaskMeta>,
-    len: Cell<usize>,
+    /// The length. Written by the owner only (a load and a store, no
+    /// locked instruction); shared so that the worker's stats can read it
+    /// from another thread ([`counted_in`](Self::counted_in)).
+    len: SharedLen,
 }
 
 impl LocalQueue {
-    pub(crate) fn new() -> Self {
+    /// An empty queue that keeps its length in `len` (zero), where other
+    /// threads read it.
+    pub(crate) fn counted_in(len: SharedLen) -> Self {
+        debug_assert_eq!(len.load(StatOrdering::Relaxed), 0);
         LocalQueue {
             head: Cell::new(ptr::null_mut()),
             tail: Cell::new(ptr::null_mut()),
-            len: Cell::new(0),
+            len,
         }
     }
 
+    #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.len.get()
+        self.len.load(StatOrdering::Relaxed)
+    }
+
+    /// Sets the length. Only the owner writes it, so a load and a store
+    /// do (no locked instruction).
+    #[inline]
+    fn set_len(&self, n: usize) {
+        self.len.store(n, StatOrdering::Relaxed);
     }
 
     pub(crate) fn push_back(&self, task: TaskRef) {
@@ -111,7 +159,7 @@ impl LocalQueue {
                 .store(node, Ordering::Relaxed);
         }
         self.tail.set(node);
-        self.len.set(self.len.get() + 1);
+        self.set_len(self.len() + 1);
     }
 
     /// The task `pop_front` would take, left in place.
@@ -133,7 +181,7 @@ impl LocalQueue {
         if next.is_null() {
             self.tail.set(ptr::null_mut());
         }
-        self.len.set(self.len.get() - 1);
+        self.set_len(self.len() - 1);
         Some(task)
     }
 
