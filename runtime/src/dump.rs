@@ -27,7 +27,7 @@
 use crate::id::TaskId;
 use crate::io::Interest;
 use crate::meta::activity::WaitOn;
-use crate::meta::{table, TaskRef, NO_HOME};
+use crate::meta::{table, EndState, TaskRef, NO_HOME};
 use crate::sched::TaskControl;
 use crate::signal::Signals;
 use libc::c_int;
@@ -333,7 +333,9 @@ pub(crate) fn take(control: &TaskControl, place: PlaceOnWorker<'_>) -> TaskDump 
         // A task still being made has no spawn time yet (it is published
         // last, with release): skip it, as one spawned a moment later
         // would be. One that has it has its runtime and name written.
-        let Some(age) = t.age() else {
+        // A task that has ended (its joiners may know it) is not live,
+        // though its slot may not be freed yet.
+        let (Some(age), EndState::Running) = (t.age(), t.end_state()) else {
             table.release(t, None);
             return;
         };
@@ -612,7 +614,7 @@ mod walk {
             // Still the same task (the dump holds its slot, so the version
             // cannot have moved, but a cheap check), still homed here, and
             // not ended (its stack given back).
-            if t.id() != id || t.home() != w || t.end_state() != crate::meta::EndState::Running {
+            if t.id() != id || t.home() != w || t.end_state() != EndState::Running {
                 continue;
             }
             // SAFETY: we run on `t`'s home worker, so `t` is not running
