@@ -17,6 +17,9 @@
 //! - `yield N`: two tasks yield N times each (2N switches);
 //! - `pingpong N`: two tasks pass a turn N times through a `Butex` (N round
 //!   trips, each two waits and two wakes);
+//! - `future_pingpong N`: as `pingpong`, each wait a `block_on_future` of
+//!   the least future (a flag and a stored waker): what the bridge from a
+//!   future to a task's wait adds;
 //! - `spawn_join N`: a task spawns and joins N tasks, 1 000 at a time;
 //! - `sleep N`: N tasks sleep 20 ms at once (arm, fire, wake, join);
 //! - `timer_churn N`: N timers armed and cancelled on a timer thread of
@@ -33,7 +36,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(mode), Some(n)) = (args.next(), args.next().and_then(|n| n.parse::<u32>().ok()))
     else {
-        eprintln!("usage: instructions yield|pingpong|spawn_join|sleep|timer_churn N");
+        eprintln!("usage: instructions yield|pingpong|future_pingpong|spawn_join|sleep|timer_churn N");
         std::process::exit(2);
     };
     if mode == "timer_churn" {
@@ -47,6 +50,7 @@ fn main() {
     rt.block_on(|| match mode.as_str() {
         "yield" => yields(n),
         "pingpong" => pingpong(n),
+        "future_pingpong" => future_pingpong(n),
         "spawn_join" => spawn_join(n),
         "sleep" => sleep(n),
         other => {
@@ -90,6 +94,51 @@ fn pingpong(n: u32) {
     for p in players {
         p.join().expect("the player");
     }
+}
+
+/// A flag and the waker of the poll that found it unset.
+#[derive(Default)]
+struct Turn {
+    given: std::sync::atomic::AtomicBool,
+    waker: std::sync::Mutex<Option<std::task::Waker>>,
+}
+
+impl Turn {
+    fn give(&self) {
+        self.given.store(true, Ordering::Release);
+        if let Some(w) = self.waker.lock().unwrap().take() {
+            w.wake();
+        }
+    }
+
+    fn take(&self) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.given.swap(false, Ordering::AcqRel) {
+                return std::task::Poll::Ready(());
+            }
+            *self.waker.lock().unwrap() = Some(cx.waker().clone());
+            if self.given.swap(false, Ordering::AcqRel) {
+                return std::task::Poll::Ready(());
+            }
+            std::task::Poll::Pending
+        })
+    }
+}
+
+fn future_pingpong(n: u32) {
+    let (a, b) = (Arc::new(Turn::default()), Arc::new(Turn::default()));
+    let (a2, b2) = (a.clone(), b.clone());
+    let pong = spindle::spawn(move || {
+        for _ in 0..n {
+            spindle::task::block_on_future(b2.take()).expect("wait");
+            a2.give();
+        }
+    });
+    for _ in 0..n {
+        b.give();
+        spindle::task::block_on_future(a.take()).expect("wait");
+    }
+    pong.join().expect("the other player");
 }
 
 fn spawn_join(n: u32) {

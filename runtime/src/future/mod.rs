@@ -226,7 +226,9 @@ pub fn block_on_future<F: Future>(future: F) -> Result<F::Output, WaitError> {
         if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
             return Ok(v);
         }
-        if local.woken.swap(false, Ordering::AcqRel) {
+        // A load first: the flag is almost never set, and the swap is a
+        // locked instruction.
+        if local.woken.load(Ordering::Relaxed) && local.woken.swap(false, Ordering::AcqRel) {
             // Woken during its own poll: poll again, after the worker's
             // other tasks have had a turn.
             if sched::suspendable_task().is_some() {
