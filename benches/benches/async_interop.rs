@@ -8,7 +8,10 @@
 //!   (a future woken by the other task), through `block_on_future` of the
 //!   least a future can be (`Turn` below: a flag and a stored waker, so
 //!   what is measured is the bridge, not the future), and through a
-//!   `Butex` each (the plain wait). Per round trip.
+//!   `Butex` each (the plain wait). Per round trip, both tasks placed on
+//!   one worker (on two, the figure is where the tasks land: see
+//!   `placement.sh`). The peer: two tokio tasks through a `Notify` each,
+//!   on a current-thread runtime.
 //! - `await_finished_join`: an async program (a tokio task) awaits the
 //!   handle of a task that has already finished: spindle's `JoinHandle`
 //!   and tokio's own. Per await (the spawn and the wait for the end are
@@ -30,27 +33,6 @@ fn spindle_ready(rt: &spindle::Runtime, iters: u64) -> Duration {
             let v = spindle::task::block_on_future(std::future::ready(i)).expect("no wait");
             std::hint::black_box(v);
         }
-        start.elapsed()
-    })
-}
-
-fn spindle_future_pingpong(rt: &spindle::Runtime, iters: u64) -> Duration {
-    use tokio::sync::Notify;
-    rt.block_on(move || {
-        let (a, b) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-        let start = Instant::now();
-        let (a2, b2) = (a.clone(), b.clone());
-        let pong = spindle::spawn(move || {
-            for _ in 0..iters {
-                spindle::task::block_on_future(b2.notified()).expect("wait");
-                a2.notify_one();
-            }
-        });
-        for _ in 0..iters {
-            b.notify_one();
-            spindle::task::block_on_future(a.notified()).expect("wait");
-        }
-        pong.join().expect("pong task");
         start.elapsed()
     })
 }
@@ -86,33 +68,106 @@ impl Turn {
     }
 }
 
+/// Runs `ping` and `pong`, both placed on worker 0 (so the figure is the
+/// wait's and the wake's, not where the two tasks happened to land), and
+/// returns how long both took.
+fn placed_pair(
+    rt: &spindle::Runtime,
+    ping: impl FnOnce() + Send + 'static,
+    pong: impl FnOnce() + Send + 'static,
+) -> Duration {
+    let on_worker_0 = || spindle::task::Builder::new().worker(0);
+    let start = Instant::now();
+    let pong = on_worker_0().spawn_on(&rt.handle(), pong).expect("spawn");
+    let ping = on_worker_0().spawn_on(&rt.handle(), ping).expect("spawn");
+    ping.join().expect("ping task");
+    pong.join().expect("pong task");
+    start.elapsed()
+}
+
+fn spindle_future_pingpong(rt: &spindle::Runtime, iters: u64) -> Duration {
+    use tokio::sync::Notify;
+    let (a, b) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let (a2, b2) = (a.clone(), b.clone());
+    placed_pair(
+        rt,
+        move || {
+            for _ in 0..iters {
+                b.notify_one();
+                spindle::task::block_on_future(a.notified()).expect("wait");
+            }
+        },
+        move || {
+            for _ in 0..iters {
+                spindle::task::block_on_future(b2.notified()).expect("wait");
+                a2.notify_one();
+            }
+        },
+    )
+}
+
 fn spindle_turn_pingpong(rt: &spindle::Runtime, iters: u64) -> Duration {
-    rt.block_on(move || {
-        let (a, b) = (Arc::new(Turn::default()), Arc::new(Turn::default()));
-        let start = Instant::now();
-        let (a2, b2) = (a.clone(), b.clone());
-        let pong = spindle::spawn(move || {
+    let (a, b) = (Arc::new(Turn::default()), Arc::new(Turn::default()));
+    let (a2, b2) = (a.clone(), b.clone());
+    placed_pair(
+        rt,
+        move || {
+            for _ in 0..iters {
+                b.give();
+                spindle::task::block_on_future(a.take()).expect("wait");
+            }
+        },
+        move || {
             for _ in 0..iters {
                 spindle::task::block_on_future(b2.take()).expect("wait");
                 a2.give();
             }
+        },
+    )
+}
+
+/// The peer: two tokio tasks taking turns through a `Notify` each, on one
+/// thread (a current-thread runtime: as spindle's two tasks on one worker).
+fn tokio_notify_pingpong(iters: u64) -> Duration {
+    use tokio::sync::Notify;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(async move {
+        let (a, b) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let (a2, b2) = (a.clone(), b.clone());
+        let start = Instant::now();
+        let pong = tokio::spawn(async move {
+            for _ in 0..iters {
+                b2.notified().await;
+                a2.notify_one();
+            }
         });
         for _ in 0..iters {
-            b.give();
-            spindle::task::block_on_future(a.take()).expect("wait");
+            b.notify_one();
+            a.notified().await;
         }
-        pong.join().expect("pong task");
+        pong.await.expect("pong task");
         start.elapsed()
     })
 }
 
 fn spindle_butex_pingpong(rt: &spindle::Runtime, iters: u64) -> Duration {
-    rt.block_on(move || {
-        // Each side's turn counter: the other bumps it and wakes it.
-        let (a, b) = (Arc::new(Butex::new(0)), Arc::new(Butex::new(0)));
-        let start = Instant::now();
-        let (a2, b2) = (a.clone(), b.clone());
-        let pong = spindle::spawn(move || {
+    // Each side's turn counter: the other bumps it and wakes it.
+    let (a, b) = (Arc::new(Butex::new(0)), Arc::new(Butex::new(0)));
+    let (a2, b2) = (a.clone(), b.clone());
+    placed_pair(
+        rt,
+        move || {
+            for i in 0..iters as u32 {
+                b.value().fetch_add(1, Ordering::Release);
+                b.wake_one();
+                while a.value().load(Ordering::Acquire) == i {
+                    let _ = a.wait(i, None);
+                }
+            }
+        },
+        move || {
             for i in 0..iters as u32 {
                 while b2.value().load(Ordering::Acquire) == i {
                     let _ = b2.wait(i, None);
@@ -120,17 +175,8 @@ fn spindle_butex_pingpong(rt: &spindle::Runtime, iters: u64) -> Duration {
                 a2.value().fetch_add(1, Ordering::Release);
                 a2.wake_one();
             }
-        });
-        for i in 0..iters as u32 {
-            b.value().fetch_add(1, Ordering::Release);
-            b.wake_one();
-            while a.value().load(Ordering::Acquire) == i {
-                let _ = a.wait(i, None);
-            }
-        }
-        pong.join().expect("pong task");
-        start.elapsed()
-    })
+        },
+    )
 }
 
 fn await_finished_spindle(p: &Peers, iters: u64) -> Duration {
@@ -185,6 +231,7 @@ fn bench_all(c: &mut Criterion, p: &Peers) {
     g.bench_function("spindle_butex", |b| {
         b.iter_custom(|i| spindle_butex_pingpong(&p.spindle, i))
     });
+    g.bench_function("tokio_notify", |b| b.iter_custom(tokio_notify_pingpong));
     g.finish();
 
     let mut g = c.benchmark_group("await_finished_join");

@@ -36,7 +36,9 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(mode), Some(n)) = (args.next(), args.next().and_then(|n| n.parse::<u32>().ok()))
     else {
-        eprintln!("usage: instructions yield|pingpong|future_pingpong|spawn_join|sleep|timer_churn N");
+        eprintln!(
+            "usage: instructions yield|pingpong|future_pingpong|spawn_join|sleep|timer_churn N"
+        );
         std::process::exit(2);
     };
     if mode == "timer_churn" {
