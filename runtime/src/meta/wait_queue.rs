@@ -539,23 +539,25 @@ impl WaitQueue {
         let mut n = 0;
         let mut end = None;
         loop {
-            let mut batch: [Option<Wake>; BATCH] = std::array::from_fn(|_| None);
             let mut len = 0;
-            {
-                let mut list = self.lock();
-                // Waiters are linked in ticket order: those before `end`
-                // were queued when this call began.
-                let end = *end.get_or_insert(list.pushed);
-                while len < BATCH {
-                    let Some(node) = list.front().filter(|f| f.ticket.get() < end) else {
-                        break;
-                    };
-                    let node: *const WaitNode = node;
-                    // SAFETY: under the lock; `node` is the linked head.
-                    batch[len] = unsafe { claim(&mut list, &*node, Outcome::Woken) };
-                    len += 1;
-                }
+            let mut list = self.lock();
+            // Waiters are linked in ticket order: those before `end` were
+            // queued when this call began.
+            let end = *end.get_or_insert(list.pushed);
+            let due = |list: &WaitList| list.front().is_some_and(|f| f.ticket.get() < end);
+            if !due(&list) {
+                // Most queues woken so have nobody (a task's end without a
+                // joiner): no batch to make.
+                return n;
             }
+            let mut batch: [Option<Wake>; BATCH] = std::array::from_fn(|_| None);
+            while len < BATCH && due(&list) {
+                let node: *const WaitNode = list.front().expect("due");
+                // SAFETY: under the lock; `node` is the linked head.
+                batch[len] = unsafe { claim(&mut list, &*node, Outcome::Woken) };
+                len += 1;
+            }
+            drop(list);
             for w in batch.iter_mut().take(len).filter_map(Option::take) {
                 w.deliver(&ready);
             }
