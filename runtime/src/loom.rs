@@ -31,12 +31,13 @@ pub(crate) mod signal_handler {
 }
 
 /// std's atomics, under loom too, for counters kept only to be read by
-/// `Runtime::stats` (the per-worker figures): no protocol decides anything
+/// `Runtime::stats` (the per-worker figures) and the words task dumps read
+/// (`meta::activity`): no protocol decides anything
 /// on them, so loom has nothing to check there, and modelling them would
 /// only multiply the states of the models whose paths bump them (a queue
 /// push, a ready-list pop). Nothing that synchronizes may use them.
 pub(crate) mod stats {
-    pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 }
 
 pub(crate) use spindle_parking::loom::thread;

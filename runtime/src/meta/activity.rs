@@ -20,10 +20,11 @@
 //! (`CLOCK_MONOTONIC_COARSE`: a few ns, no syscall), published last of what
 //! spawn writes, so a dump skips a slot whose task is still being made.
 
-// std's atomics, not the loom shim's: these words are part of no protocol
-// (nothing waits on them), and loom models would only explore their stores.
+// Atomics loom does not model (`loom::stats`): these words are part of no
+// protocol (nothing waits on them), and models would only explore their
+// stores.
+use crate::loom::stats::{fence, AtomicU64, Ordering};
 use std::os::fd::RawFd;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -76,8 +77,21 @@ const READ: u64 = 1 << 8;
 const BOTH: u64 = 1 << 9;
 const HAS_DEADLINE: u64 = 1 << 10;
 
+/// A [`WaitOn`] as its task's activity word holds it: made where the wait
+/// is called (`WaitOn::word`, folded to a constant there), so that the
+/// wait itself only stores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WaitWord(u64);
+
 impl WaitOn {
-    fn encode(self) -> u64 {
+    /// The word of this wait (see [`WaitWord`]).
+    #[inline(always)]
+    pub(crate) const fn word(self) -> WaitWord {
+        WaitWord(self.encode())
+    }
+
+    #[inline(always)]
+    const fn encode(self) -> u64 {
         match self {
             WaitOn::Sleep => 2,
             WaitOn::Butex => 3,
@@ -92,7 +106,7 @@ impl WaitOn {
             WaitOn::Fd { fd, read, both } => {
                 12 | if read { READ } else { 0 }
                     | if both { BOTH } else { 0 }
-                    | (u64::from(fd as u32) << 32)
+                    | ((fd as u32 as u64) << 32)
             }
             WaitOn::Blocking => 13,
             WaitOn::Future => 14,
@@ -142,8 +156,8 @@ impl Activity {
     /// The task begins a wait on `on`, ending by `deadline` at the latest.
     /// Called by the task itself.
     #[inline]
-    pub(crate) fn begin_wait(&self, on: WaitOn, deadline: Option<Instant>) {
-        let word = on.encode();
+    pub(crate) fn begin_wait(&self, on: WaitWord, deadline: Option<Instant>) {
+        let word = on.0;
         match deadline {
             None => self.word.store(word, Ordering::Release),
             Some(d) => {
@@ -282,9 +296,9 @@ mod tests {
             WaitOn::Blocking,
             WaitOn::Future,
         ] {
-            a.begin_wait(on, None);
+            a.begin_wait(on.word(), None);
             assert_eq!(a.read(), Some((on, None)));
-            a.begin_wait(on, Some(d));
+            a.begin_wait(on.word(), Some(d));
             let (got, deadline) = a.read().expect("in a wait");
             assert_eq!(got, on);
             let back = deadline.expect("a deadline");

@@ -11,7 +11,7 @@
 //! `pub(super)`, visible to `meta` as they were while the meta was its
 //! `mod.rs`.
 
-use super::activity::{Activity, SpawnTime, WaitOn};
+use super::activity::{Activity, SpawnTime, WaitWord};
 use super::family::{leave_family, FamilyLinks};
 use super::locals::LocalValues;
 use super::slots::{PendingBody, ResultSlot};
@@ -673,8 +673,16 @@ impl TaskMeta {
     /// Notes, for dumps, that the task begins a wait on `on` that ends by
     /// `deadline` at the latest. Called by the task itself.
     #[inline]
-    pub(crate) fn note_wait(&self, on: WaitOn, deadline: Option<Instant>) {
+    pub(crate) fn note_wait(&self, on: WaitWord, deadline: Option<Instant>) {
         self.activity.begin_wait(on, deadline)
+    }
+
+    /// Notes, for dumps, that the task's wait has ended: it is on its way
+    /// to a run queue. Called by whoever makes it ready (`make_ready`, a
+    /// refused wait); a yield or a spawn leaves the word as it is, clear.
+    #[inline]
+    pub(crate) fn note_wait_ended(&self) {
+        self.activity.ready();
     }
 
     /// What the task is doing, as a dump sees it (`activity.rs`).
@@ -760,10 +768,9 @@ impl TaskMeta {
     }
 
     /// Notes that the task enters a run queue (debug builds: it must be in
-    /// none): it waits for nothing now.
+    /// none).
     #[inline]
     pub(crate) fn enqueued(&self) {
-        self.activity.ready();
         #[cfg(debug_assertions)]
         assert!(
             !self.queued.swap(true, Ordering::AcqRel),

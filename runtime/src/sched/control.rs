@@ -20,7 +20,9 @@ use super::affinity::Cpus;
 use super::idle::Idle;
 use super::queue::{RemoteQueue, SharedLen};
 use crate::driver::PollerShared;
-use crate::loom::stats::{AtomicU64 as StatU64, Ordering::Relaxed as StatRelaxed};
+use crate::loom::stats::{
+    AtomicU64 as StatU64, AtomicUsize as StatCount, Ordering::Relaxed as StatRelaxed,
+};
 use crate::loom::sync::atomic::{
     fence, AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed,
     Ordering::Release, Ordering::SeqCst,
@@ -78,9 +80,11 @@ pub(crate) struct GroupStats {
     /// The length of this worker's started list (`TaskGroup::started`):
     /// started tasks homed here that have not ended. Shared with that list.
     pub(crate) tasks: SharedLen,
-    /// The length of this worker's ready list (`TaskGroup::ready`, a
-    /// `LocalQueue` counted in it). Shared with that list.
-    pub(crate) ready: SharedLen,
+    /// The length of this worker's ready list (`TaskGroup::ready`) as of
+    /// its last switch: the worker stores it as it starts each task (one
+    /// store, on the line the switch count is bumped on), so a reader sees
+    /// the queue as it was at most one task ago.
+    pub(crate) ready: StatCount,
     /// How long this worker has not been parked.
     pub(crate) busy: BusyClock,
 }

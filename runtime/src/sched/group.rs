@@ -180,6 +180,7 @@ fn control_of(t: TaskRef) -> &'static TaskControl {
 /// caller): on this worker's ready list if this is its home worker, else on
 /// its home's remote queue. The one way a wait hands a task back.
 pub(crate) fn make_ready(t: TaskRef) {
+    t.note_wait_ended();
     let control = control_of(t);
     if let Some(g) = worker_of(control) {
         if g.index == t.home() {
@@ -348,7 +349,7 @@ impl TaskGroup {
             .group(index)
             .expect("a worker is registered before it starts")
             .stats;
-        let ready = LocalQueue::counted_in(stats.ready.clone());
+        let ready = LocalQueue::new();
         let started = StartedTasks {
             head: Cell::new(None),
             len: stats.tasks.clone(),
@@ -934,9 +935,10 @@ impl TaskGroup {
     /// the switch path.
     #[inline(always)]
     fn run_task(&self, t: TaskRef) {
+        let queued = self.ready.len();
         // The task after this one, in a long queue (a burst of wake-ups,
         // whose tasks slept long): its frames load while this one runs.
-        if self.ready.len() >= PREFETCH_QUEUE_LEN {
+        if queued >= PREFETCH_QUEUE_LEN {
             if let Some(next) = self.ready.front() {
                 // SAFETY: `next` is in our ready queue.
                 unsafe { next.prefetch_frames() };
@@ -954,6 +956,9 @@ impl TaskGroup {
         self.forget_sleep_of(t);
         self.current.set(Some(t));
         let me = self.remote();
+        // What waits behind this task, for `Runtime::stats` (see
+        // `GroupStats::ready`).
+        me.stats.ready.store(queued, StatRelaxed);
         // Release: a watchdog sample that reads this task (Acquire) then
         // reads a switch count no older than the last run's bump.
         me.running.store(t.id().as_u64(), Release);
@@ -985,7 +990,10 @@ impl TaskGroup {
                 // SAFETY: `t` suspended with this blocker and cannot resume
                 // before `block` lets a waker make it runnable.
                 match unsafe { blocker.get().block(t) } {
-                    Blocked::Refused => self.push_ready(t),
+                    Blocked::Refused => {
+                        t.note_wait_ended();
+                        self.push_ready(t)
+                    }
                     Blocked::Waiting => {}
                     Blocked::Sleeping(deadline) => self.note_sleep(deadline, t, blocker),
                 }

@@ -46,7 +46,7 @@ fn loom_the_drop_waits_for_a_waker_on_its_way_out() {
             let m = m.clone();
             thread::spawn(move || {
                 // Takes the task, runs it to its end, exits.
-                let ready = LocalQueue::counted_in(Default::default());
+                let ready = LocalQueue::new();
                 while m.group.woken.take_all(&ready) == 0 {
                     thread::yield_now();
                 }

@@ -11,14 +11,13 @@
 //!   there is no ABA problem.
 //! - [`LocalQueue`]: a FIFO list touched by its owner thread only.
 //!
-//! Both keep a length that other threads may read for `Runtime::stats`
-//! (a worker's `ready` figure): a snapshot, not a promise, so the counters
-//! are std atomics (`loom::stats`) that loom does not model. The local
-//! queue's length is an owner-only load and store, as a plain counter's,
-//! in a counter shared with the worker's `GroupRemote` (so one more load:
-//! where it is); the remote queue's is one relaxed add per push, on the
-//! cache line of the head the push is about to swing, and one subtraction
-//! per [`RemoteQueue::take_all`] that took something.
+//! The remote queue keeps a length that other threads may read for
+//! `Runtime::stats` (a worker's `ready` figure): a snapshot, not a promise,
+//! so the counter is a std atomic (`loom::stats`) that loom does not model:
+//! one relaxed add per push, on the cache line of the head the push is
+//! about to swing, and one subtraction per [`RemoteQueue::take_all`] that
+//! took something. The local queue's length is a plain counter; its worker
+//! publishes it once per switch (`GroupStats::ready`).
 
 use crate::loom::stats::{AtomicUsize as StatCount, Ordering as StatOrdering};
 use crate::loom::sync::atomic::{AtomicPtr, Ordering};
@@ -29,10 +28,10 @@ use std::ptr;
 use std::sync::Arc;
 
 /// A length that its owner thread keeps and any thread may read (for
-/// stats), shared between the list and its worker's `GroupStats`, on cache
+/// stats), shared between a list and its worker's `GroupStats`, on cache
 /// lines of its own: the workers' counters are allocated one after the
-/// other, and two of them on one line, each written on every switch,
-/// would bounce it between the two workers' cores.
+/// other, and two of them on one line would bounce it between the two
+/// workers' cores.
 pub(crate) type SharedLen = Arc<CachePadded<StatCount>>;
 
 /// A multi-producer, single-consumer queue of tasks; see the module docs.
@@ -116,34 +115,26 @@ impl RemoteQueue {
 pub(crate) struct LocalQueue {
     head: Cell<*mut TaskMeta>,
     tail: Cell<*mut TaskMeta>,
-    /// The length. Written by the owner only (a load and a store, no
-    /// locked instruction); shared so that the worker's stats can read it
-    /// from another thread ([`counted_in`](Self::counted_in)).
-    len: SharedLen,
+    len: Cell<usize>,
 }
 
 impl LocalQueue {
-    /// An empty queue that keeps its length in `len` (zero), where other
-    /// threads read it.
-    pub(crate) fn counted_in(len: SharedLen) -> Self {
-        debug_assert_eq!(len.load(StatOrdering::Relaxed), 0);
+    pub(crate) fn new() -> Self {
         LocalQueue {
             head: Cell::new(ptr::null_mut()),
             tail: Cell::new(ptr::null_mut()),
-            len,
+            len: Cell::new(0),
         }
     }
 
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.len.load(StatOrdering::Relaxed)
+        self.len.get()
     }
 
-    /// Sets the length. Only the owner writes it, so a load and a store
-    /// do (no locked instruction).
     #[inline]
     fn set_len(&self, n: usize) {
-        self.len.store(n, StatOrdering::Relaxed);
+        self.len.set(n);
     }
 
     pub(crate) fn push_back(&self, task: TaskRef) {

@@ -51,7 +51,7 @@ use crate::error::{NoSuchTask, WaitError};
 use crate::loom::sync::atomic::{AtomicU32, Ordering};
 use crate::loom::sync::MutexGuard;
 use crate::loom::thread as os_thread;
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::{WaitOn, WaitWord};
 use crate::meta::family::for_each_child;
 use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
 use crate::meta::wait_queue::{claim, Outcome, WaitNode, WaitPolicy, WaitQueue, Waiter, Wake};
@@ -147,12 +147,25 @@ impl Butex {
 
 /// The shared body of every wait: on `queue` while its value is
 /// `expected`, ended as `kind` says; `on` says what for (task dumps).
+/// Inlined, so that `on`'s word is a constant where the call names one.
+#[inline(always)]
 pub(crate) fn wait(
     queue: &WaitQueue,
     expected: u32,
     deadline: Option<Instant>,
     kind: WaitPolicy,
     on: WaitOn,
+) -> Result<(), WaitError> {
+    wait_as(queue, expected, deadline, kind, on.word())
+}
+
+/// [`wait`], with what it waits on encoded.
+fn wait_as(
+    queue: &WaitQueue,
+    expected: u32,
+    deadline: Option<Instant>,
+    kind: WaitPolicy,
+    on: WaitWord,
 ) -> Result<(), WaitError> {
     let running = sched::current_task();
     let task = running.filter(|_| sched::can_suspend());
@@ -173,8 +186,10 @@ pub(crate) fn wait(
     }
     let outcome = match task {
         Some(t) => {
-            let node = WaitNode::new(queue, expected, Waiter::Task(t), kind, deadline);
+            // Before the node is made: between the two, the store would
+            // keep the node from being built in place in the meta.
             t.note_wait(on, deadline);
+            let node = WaitNode::new(queue, expected, Waiter::Task(t), kind, deadline);
             // SAFETY: `t` is the running task, and not in a wait: its last
             // wait's `Leave` has run.
             let node = unsafe { t.begin_wait(node) };
