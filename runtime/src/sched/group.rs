@@ -467,6 +467,9 @@ impl TaskGroup {
             tracing::warn!(worker = self.index, %error, "could not set the timer slack");
         }
         WORKER.with(|w| w.set(self));
+        // Spans left entered on this thread before the loop are not its
+        // tasks' (`spans.rs`).
+        super::spans::note_worker_base();
         // The work-stealing deques' memory reclamation (crossbeam-epoch)
         // sets itself up on first use, the process-wide collector and this
         // thread's handle, building large values on the stack. Do it here,

@@ -25,6 +25,7 @@ mod group;
 mod idle;
 mod idle_poll;
 mod queue;
+mod spans;
 mod spin_budget;
 mod watchdog;
 
@@ -44,7 +45,8 @@ use std::io;
 use std::ptr;
 
 /// Switches the current task out with `reason`; its worker acts on the
-/// reason after the switch.
+/// reason after the switch. The `tracing` spans the task entered leave the
+/// worker with it and are entered again as it resumes (`spans.rs`).
 ///
 /// A task never suspends while a panic unwinds: the panic count is per OS
 /// thread, and whatever ran next on this worker would inherit it
@@ -64,6 +66,8 @@ pub(crate) unsafe fn suspend(t: TaskRef, reason: Suspend) {
     let here = 0u8;
     // SAFETY: as above, on its home worker's thread.
     unsafe { t.set_switched_out_at(ptr::addr_of!(here) as usize) };
+    // SAFETY: as above; it drops here, as `t` resumes (or unwinds).
+    let _spans = unsafe { spans::SwitchedOut::exit(t) };
     y.suspend(reason);
 }
 
