@@ -170,9 +170,10 @@ pub(crate) struct TaskMeta {
     locals: UnsafeCell<LocalValues>,
     /// The `tracing` spans the task exited as it last switched out,
     /// innermost first, to re-enter as it resumes (`sched/spans.rs`);
-    /// empty while it runs. Only the task itself touches it. Its capacity
-    /// stays across switches and across the slot's tasks, so a task in
-    /// spans does not allocate per switch.
+    /// empty while it runs. Only the task itself touches it, and its
+    /// worker as it cancels the task (which then never resumes). Its
+    /// capacity stays across switches and across the slot's tasks, so a
+    /// task in spans does not allocate per switch.
     spans: UnsafeCell<Vec<tracing::span::Id>>,
     result: UnsafeCell<ResultSlot>,
     /// Who drops the result: a [`ResultState`].
@@ -288,8 +289,9 @@ impl TaskMeta {
                 debug_assert!(left.is_empty(), "task-local values outlived their task");
                 std::mem::forget(left);
             });
-            // A task re-enters its saved spans as it resumes, and as the
-            // runtime's stop unwinds it from its switch: none are left.
+            // A task re-enters its saved spans as it resumes, and its
+            // worker does before the runtime's stop unwinds it from its
+            // switch: none are left.
             // The capacity stays, for the slot's next task.
             self.spans.with_mut(|v| {
                 debug_assert!((*v).is_empty(), "saved spans outlived their task");
@@ -479,7 +481,8 @@ impl TaskMeta {
     /// Whether the task has spans saved to re-enter (see the field).
     ///
     /// # Safety
-    /// Called by the task itself.
+    /// Called by the task itself, or by the worker that holds it switched
+    /// out to cancel it.
     #[inline]
     pub(crate) unsafe fn has_saved_spans(&self) -> bool {
         // SAFETY: the caller's contract: only the task touches the list.

@@ -1181,6 +1181,10 @@ impl TaskGroup {
         if started {
             // Its unwind runs on its stack: an overflow there is its own.
             overflow::set_running(t.as_ptr().cast_const().cast());
+            // It unwinds from its switch, inside the spans it entered: they
+            // are entered again first, for its guards to exit (`spans.rs`).
+            // SAFETY: we are its worker, about to unwind it.
+            unsafe { super::spans::reenter(t) };
         }
         // SAFETY: the worker owns the queued task's coroutine. Dropping a
         // started coroutine unwinds its stack on this, its home, thread.

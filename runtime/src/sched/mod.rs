@@ -66,9 +66,12 @@ pub(crate) unsafe fn suspend(t: TaskRef, reason: Suspend) {
     let here = 0u8;
     // SAFETY: as above, on its home worker's thread.
     unsafe { t.set_switched_out_at(ptr::addr_of!(here) as usize) };
-    // SAFETY: as above; it drops here, as `t` resumes (or unwinds).
-    let _spans = unsafe { spans::SwitchedOut::exit(t) };
-    y.suspend(reason);
+    if spans::may_be_entered() {
+        // SAFETY: as above.
+        unsafe { spans::switch_in_spans(t, y, reason) };
+    } else {
+        y.suspend(reason);
+    }
 }
 
 /// Whether the current task may switch out now.

@@ -4,12 +4,12 @@
 //! stack, such as tracing-subscriber's `Registry`'s, is thread-local). A
 //! task that entered a span and switched out would leave it current on its
 //! worker, and every task run there until it resumed would log inside it.
-//! So a task takes its spans with it: [`suspend`](super::suspend) exits the
-//! spans the task entered, innermost first, just before the switch
-//! ([`SwitchedOut::exit`]), and keeps their ids in the task's meta; just
-//! after the task resumes, dropping the [`SwitchedOut`] re-enters them,
-//! outermost first. Another task never runs inside them, and the task's own
-//! events carry them after any wait.
+//! So a task takes its spans with it: when a dispatcher exists,
+//! [`suspend`](super::suspend) switches through [`switch_in_spans`], which
+//! exits the spans the task entered, innermost first, keeps their ids in
+//! the task's meta, switches, and as the task resumes re-enters them,
+//! outermost first. Another task never runs inside them, and the task's
+//! own events carry them after any wait.
 //!
 //! Which spans are the task's: those current above the worker's *base*,
 //! the span that was current on the thread when its worker loop began
@@ -45,19 +45,26 @@
 //!   nothing the `Registry` reports: the current span and its scope are the
 //!   same;
 //! - a task that the runtime's stop cancels while it is switched out is
-//!   unwound from inside its switch: the [`SwitchedOut`] drops on the way,
-//!   re-entering its spans on the worker that unwinds it, and the task's
-//!   guards then exit them as the unwind reaches them. So every enter has
+//!   unwound from inside its switch, never returning to re-enter its
+//!   spans: so its worker re-enters them just before it unwinds the task
+//!   (`TaskGroup::cancel`, on the thread they were exited on), and the
+//!   task's guards exit them as the unwind reaches them. Every enter has
 //!   its exit, nothing is exited twice, and what its destructors log
-//!   carries its spans. Its `Span`s drop in the unwind and close as usual.
+//!   carries its spans. Its `Span`s drop in the unwind and close as usual;
+//! - a subscriber that panics in `exit` leaves the spans exited before the
+//!   panic off the worker, and the task unwinds: its guards' exits of
+//!   spans no longer entered are no-ops for the `Registry`.
 //!
-//! Cost: with no dispatcher ever set, a switch pays one relaxed load
-//! (`dispatcher::has_been_set`) on the way out and one test of the saved
-//! list (empty) on the way back. With one set, the way out asks the
-//! subscriber for its current span once (none: done); a task in spans
+//! Cost (callgrind, `benches/src/bin/instructions.rs`): with no dispatcher
+//! ever set, a switch pays one relaxed load and a branch
+//! ([`may_be_entered`]) and nothing else: the rest is out of line, and
+//! cold, so that it does not weigh on the code it is inlined into. With
+//! one set, a switch asks the subscriber for its current span once (none:
+//! done, and on the way back one test of the saved list); a task in spans
 //! exits and re-enters each of them, and allocates its list once per task
-//! slot.
+//! slot (the capacity stays).
 
+use crate::meta::seam::{Suspend, TaskYielder};
 use crate::meta::TaskRef;
 use std::cell::Cell;
 use std::num::NonZeroU64;
@@ -87,40 +94,48 @@ pub(super) fn note_worker_base() {
     BASE.with(|b| b.set(base));
 }
 
-/// The task's spans are off its worker while this lives: made by
-/// [`suspend`](super::suspend) just before the switch, dropped as the task
-/// resumes, or as the runtime's stop unwinds it from the switch.
-pub(super) struct SwitchedOut(TaskRef);
-
-impl SwitchedOut {
-    /// Exits the spans task `t` entered, if a dispatcher was ever set, and
-    /// saves them in its meta.
-    ///
-    /// # Safety
-    /// `t` is the running task and the caller is its code, about to switch
-    /// out; the value is dropped on `t`'s stack, after the switch.
-    #[inline(always)]
-    pub(super) unsafe fn exit(t: TaskRef) -> Self {
-        // Made first: if the subscriber panics halfway, the unwind
-        // re-enters what was exited.
-        let out = SwitchedOut(t);
-        if dispatcher::has_been_set() {
-            // SAFETY: the caller's contract.
-            unsafe { exit_spans(t) };
-        }
-        out
-    }
+/// Whether a task may be inside spans: whether a dispatcher was ever set
+/// (one relaxed load). If not, a task switches out as if spans did not
+/// exist, and [`switch_in_spans`] is not called.
+#[inline(always)]
+pub(super) fn may_be_entered() -> bool {
+    dispatcher::has_been_set()
 }
 
-impl Drop for SwitchedOut {
-    #[inline(always)]
-    fn drop(&mut self) {
-        // SAFETY: `exit`'s contract: this runs as the task, on its stack,
-        // resumed (or unwinding from its switch) on its worker.
-        if unsafe { self.0.has_saved_spans() } {
-            // SAFETY: as above.
-            unsafe { reenter_spans(self.0) };
-        }
+/// Switches task `t` out through `y` with `reason`, taking the spans it
+/// entered with it: exits them, switches, and re-enters them as it
+/// resumes. Out of line and cold, though it is every switch's path once a
+/// dispatcher is set: so the switch of a program with none carries
+/// nothing of it (`cold` keeps the callers' loops from keeping values in
+/// registers for it, which the switch would then reload each time: a few
+/// instructions on a yield of about 200).
+///
+/// # Safety
+/// `t` is the running task and the caller is its code (`super::suspend`'s
+/// contract), and `y` its yielder.
+#[cold]
+#[inline(never)]
+pub(super) unsafe fn switch_in_spans(t: TaskRef, y: &TaskYielder, reason: Suspend) {
+    // SAFETY: the caller's contract.
+    unsafe { exit_spans(t) };
+    y.suspend(reason);
+    // SAFETY: as above, resumed on its worker. (If the runtime's stop
+    // unwinds the task from the switch instead, its worker has re-entered
+    // them: `TaskGroup::cancel`.)
+    unsafe { reenter(t) };
+}
+
+/// Re-enters the spans task `t` saved as it switched out, if any.
+///
+/// # Safety
+/// The caller is `t`'s code, just resumed on its worker; or `t`'s worker,
+/// about to unwind `t` from its switch (`TaskGroup::cancel`).
+#[inline]
+pub(super) unsafe fn reenter(t: TaskRef) {
+    // SAFETY: the caller's contract.
+    if unsafe { t.has_saved_spans() } {
+        // SAFETY: as above.
+        unsafe { reenter_spans(t) };
     }
 }
 
@@ -134,8 +149,8 @@ fn current(d: &Dispatch) -> Option<Id> {
 /// saved list.
 ///
 /// # Safety
-/// As [`SwitchedOut::exit`].
-#[inline(never)]
+/// As [`switch_in_spans`].
+#[inline]
 unsafe fn exit_spans(t: TaskRef) {
     dispatcher::get_default(|d| {
         // The floor of a switch with a subscriber set: one question.
@@ -177,7 +192,7 @@ unsafe fn exit_spans(t: TaskRef) {
 /// (keeping its capacity).
 ///
 /// # Safety
-/// As [`SwitchedOut`]'s `drop`: we are the task, on its worker.
+/// As [`reenter`].
 #[inline(never)]
 unsafe fn reenter_spans(t: TaskRef) {
     // SAFETY: the caller's contract.
