@@ -139,8 +139,8 @@ impl<T: Send + 'static> JoinSet<T> {
             .unwrap_or_else(|e| panic!("JoinSet::spawn failed: {e}"))
     }
 
-    /// Spawns `f` into the set with `builder`'s name, stack size and
-    /// deadline. Fails as [`task::Builder::spawn`](crate::task::Builder::spawn)
+    /// Spawns `f` into the set with `builder`'s name, stack size, deadline
+    /// and span. Fails as [`task::Builder::spawn`](crate::task::Builder::spawn)
     /// does.
     pub fn spawn_with<F>(&mut self, builder: task::Builder, f: F) -> std::io::Result<TaskId>
     where

@@ -189,8 +189,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 }
 
 impl task::Builder {
-    /// Spawns `f` in `scope`, with this builder's name and stack size (as
-    /// [`Scope::spawn`], returning the error of a spawn that fails).
+    /// Spawns `f` in `scope`, with this builder's name, stack size and
+    /// span (as [`Scope::spawn`], returning the error of a spawn that
+    /// fails).
     pub fn spawn_scoped<'scope, 'env, F, T>(
         self,
         scope: &'scope Scope<'scope, 'env>,

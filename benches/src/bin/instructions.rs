@@ -24,6 +24,12 @@
 //! - `sleep N`: N tasks sleep 20 ms at once (arm, fire, wake, join);
 //! - `timer_churn N`: N timers armed and cancelled on a timer thread of
 //!   their own (the RPC pattern: almost no timer fires).
+//!
+//! `yield` and `pingpong` also come as `yield_subscriber` and
+//! `pingpong_subscriber` (a tracing-subscriber `Registry` set as the global
+//! default, no span entered) and `yield_span` and `pingpong_span` (the same,
+//! each task inside one span): what a switch pays for taking a task's spans
+//! with it (`runtime/src/sched/spans.rs`).
 
 use spindle::Butex;
 use spindle_timer::{TimerOptions, TimerThread};
@@ -37,7 +43,7 @@ fn main() {
     let (Some(mode), Some(n)) = (args.next(), args.next().and_then(|n| n.parse::<u32>().ok()))
     else {
         eprintln!(
-            "usage: instructions yield|pingpong|future_pingpong|spawn_join|sleep|timer_churn N"
+            "usage: instructions yield|pingpong[_subscriber|_span]|future_pingpong|spawn_join|sleep|timer_churn N"
         );
         std::process::exit(2);
     };
@@ -45,13 +51,24 @@ fn main() {
         timer_churn(n);
         return;
     }
+    let (mode, spans) = if let Some(m) = mode.strip_suffix("_subscriber") {
+        (m.to_owned(), Spans::Subscriber)
+    } else if let Some(m) = mode.strip_suffix("_span") {
+        (m.to_owned(), Spans::InSpan)
+    } else {
+        (mode, Spans::None)
+    };
+    if spans != Spans::None {
+        tracing::subscriber::set_global_default(tracing_subscriber::registry())
+            .expect("the global subscriber");
+    }
     let rt = spindle::Runtime::builder()
         .workers(1)
         .build()
         .expect("a 1-worker runtime");
     rt.block_on(|| match mode.as_str() {
-        "yield" => yields(n),
-        "pingpong" => pingpong(n),
+        "yield" => yields(n, spans),
+        "pingpong" => pingpong(n, spans),
         "future_pingpong" => future_pingpong(n),
         "spawn_join" => spawn_join(n),
         "sleep" => sleep(n),
@@ -62,10 +79,27 @@ fn main() {
     });
 }
 
-fn yields(n: u32) {
+/// Whether a subscriber is set, and whether the switching tasks are
+/// inside a span.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Spans {
+    None,
+    Subscriber,
+    InSpan,
+}
+
+impl Spans {
+    /// Enters a span of its own if the tasks are to be in one.
+    fn enter(self) -> Option<tracing::span::EnteredSpan> {
+        (self == Spans::InSpan).then(|| tracing::info_span!("switching").entered())
+    }
+}
+
+fn yields(n: u32, spans: Spans) {
     let tasks: Vec<_> = (0..2)
         .map(|_| {
             spindle::spawn(move || {
+                let _span = spans.enter();
                 for _ in 0..n {
                     spindle::yield_now();
                 }
@@ -77,12 +111,13 @@ fn yields(n: u32) {
     }
 }
 
-fn pingpong(n: u32) {
+fn pingpong(n: u32, spans: Spans) {
     let turn = Arc::new(Butex::new(0));
     let players: Vec<_> = (0..2u32)
         .map(|me| {
             let turn = turn.clone();
             spindle::spawn(move || {
+                let _span = spans.enter();
                 for _ in 0..n {
                     while turn.value().load(Ordering::Acquire) != me {
                         let _ = turn.wait(1 - me, None);

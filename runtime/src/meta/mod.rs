@@ -19,8 +19,10 @@
 //!   worker running it, the wait list it sleeps in — owns its scheduling
 //!   fields (coroutine, body, reserved stack, errno).
 //!   Hand-offs are ordered by the queues' release/acquire operations;
-//! - *the task itself* owns its yielder, its deadline scope and its
-//!   task-local values ([`locals`]);
+//! - *the task itself* owns its yielder, its deadline scope, its
+//!   task-local values ([`locals`]) and the `tracing` spans it took off its
+//!   worker as it switched out (`sched/spans.rs`; the worker re-enters
+//!   those itself when it cancels the task, which then never resumes);
 //! - *its home worker* owns the links of its list of started tasks;
 //! - fields written at spawn, before the task is published, are read-only
 //!   afterwards (its runtime, stack size, name);

@@ -175,6 +175,13 @@ pub(crate) struct TaskMeta {
     name: UnsafeCell<Option<String>>,
     /// The task's `task_local!` values; only the task itself touches them.
     locals: UnsafeCell<LocalValues>,
+    /// The `tracing` spans the task exited as it last switched out,
+    /// innermost first, to re-enter as it resumes (`sched/spans.rs`);
+    /// empty while it runs. Only the task itself touches it, and its
+    /// worker as it cancels the task (which then never resumes). Its
+    /// capacity stays across switches and across the slot's tasks, so a
+    /// task in spans does not allocate per switch.
+    spans: UnsafeCell<Vec<tracing::span::Id>>,
     result: UnsafeCell<ResultSlot>,
     /// Who drops the result: a [`ResultState`].
     pub(super) result_state: AtomicU8,
@@ -242,6 +249,7 @@ impl TaskMeta {
             guard: UnsafeCell::new((0, 0, 0)),
             name: UnsafeCell::new(None),
             locals: UnsafeCell::new(LocalValues::new()),
+            spans: UnsafeCell::new(Vec::new()),
             result: UnsafeCell::new(ResultSlot::empty()),
             result_state: AtomicU8::new(ResultState::Open.word()),
             join: WaitQueue::new(EndState::Running.word()),
@@ -292,6 +300,14 @@ impl TaskMeta {
             });
             self.spawned_at.clear();
             self.activity.ready();
+            // A task re-enters its saved spans as it resumes, and its
+            // worker does before the runtime's stop unwinds it from its
+            // switch: none are left.
+            // The capacity stays, for the slot's next task.
+            self.spans.with_mut(|v| {
+                debug_assert!((*v).is_empty(), "saved spans outlived their task");
+                (*v).clear();
+            });
             self.runtime.with_mut(|p| *p = ptr::null());
             self.deadline.with_mut(|p| *p = None);
             // The next task of this slot sets its own when it first runs;
@@ -474,6 +490,33 @@ impl TaskMeta {
     pub(crate) unsafe fn set_switched_out_at(&self, sp: usize) {
         // SAFETY: the caller's contract.
         self.switched_out_at.with_mut(|p| unsafe { *p = sp })
+    }
+
+    /// Whether the task has spans saved to re-enter (see the field).
+    ///
+    /// # Safety
+    /// Called by the task itself, or by the worker that holds it switched
+    /// out to cancel it.
+    #[inline]
+    pub(crate) unsafe fn has_saved_spans(&self) -> bool {
+        // SAFETY: the caller's contract: only the task touches the list.
+        self.spans.with(|v| unsafe { !(*v).is_empty() })
+    }
+
+    /// Puts `spans` in place of the task's saved spans and returns those.
+    /// The list is moved out while a subscriber runs, never borrowed: a
+    /// subscriber whose callback waits would switch the task out again
+    /// from inside it.
+    ///
+    /// # Safety
+    /// As [`has_saved_spans`](Self::has_saved_spans).
+    pub(crate) unsafe fn swap_saved_spans(
+        &self,
+        spans: Vec<tracing::span::Id>,
+    ) -> Vec<tracing::span::Id> {
+        // SAFETY: the caller's contract; the borrow ends here.
+        self.spans
+            .with_mut(|v| unsafe { std::mem::replace(&mut *v, spans) })
     }
 
     /// The task's deadline scope.

@@ -482,6 +482,9 @@ impl TaskGroup {
             tracing::warn!(worker = self.index, %error, "could not set the timer slack");
         }
         WORKER.with(|w| w.set(self));
+        // Spans left entered on this thread before the loop are not its
+        // tasks' (`spans.rs`).
+        super::spans::note_worker_base();
         self.remote().stats.busy.awake(Instant::now());
         // The work-stealing deques' memory reclamation (crossbeam-epoch)
         // sets itself up on first use, the process-wide collector and this
@@ -1202,6 +1205,10 @@ impl TaskGroup {
         if started {
             // Its unwind runs on its stack: an overflow there is its own.
             overflow::set_running(t.as_ptr().cast_const().cast());
+            // It unwinds from its switch, inside the spans it entered: they
+            // are entered again first, for its guards to exit (`spans.rs`).
+            // SAFETY: we are its worker, about to unwind it.
+            unsafe { super::spans::reenter(t) };
         }
         // SAFETY: the worker owns the queued task's coroutine. Dropping a
         // started coroutine unwinds its stack on this, its home, thread.

@@ -25,6 +25,7 @@ mod group;
 mod idle;
 mod idle_poll;
 mod queue;
+mod spans;
 mod spin_budget;
 mod watchdog;
 
@@ -43,7 +44,8 @@ use crate::meta::TaskRef;
 use std::io;
 
 /// Switches the current task out with `reason`; its worker acts on the
-/// reason after the switch.
+/// reason after the switch. The `tracing` spans the task entered leave the
+/// worker with it and are entered again as it resumes (`spans.rs`).
 ///
 /// A task never suspends while a panic unwinds: the panic count is per OS
 /// thread, and whatever ran next on this worker would inherit it
@@ -62,7 +64,12 @@ pub(crate) unsafe fn suspend(t: TaskRef, reason: Suspend) {
     let y = unsafe { t.yielder() };
     // SAFETY: as above, on its home worker's thread.
     unsafe { t.set_switched_out_at(switched_out_at()) };
-    y.suspend(reason);
+    if spans::may_be_entered() {
+        // SAFETY: as above.
+        unsafe { spans::switch_in_spans(t, y, reason) };
+    } else {
+        y.suspend(reason);
+    }
 }
 
 /// Where a task switching out leaves its frames: the frame pointer, in
