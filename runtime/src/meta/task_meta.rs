@@ -721,8 +721,9 @@ impl TaskMeta {
     }
 
     /// Notes, for dumps, that the task's wait has ended: it is on its way
-    /// to a run queue. Called by whoever makes it ready (`make_ready`, a
-    /// refused wait); a yield or a spawn leaves the word as it is, clear.
+    /// to a run queue. Called by whoever makes it ready (`make_ready`, or
+    /// the wait that refuses to block); a yield or a spawn leaves the word
+    /// as it is, clear.
     #[inline]
     pub(crate) fn note_wait_ended(&self) {
         self.activity.ready();

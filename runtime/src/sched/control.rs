@@ -81,9 +81,10 @@ pub(crate) struct GroupStats {
     /// started tasks homed here that have not ended. Shared with that list.
     pub(crate) tasks: SharedLen,
     /// The length of this worker's ready list (`TaskGroup::ready`) as of
-    /// its last switch: the worker stores it as it starts each task (one
-    /// store, on the line the switch count is bumped on), so a reader sees
-    /// the queue as it was at most one task ago.
+    /// a recent switch: the worker stores it every `REMOTE_TICK` picks of
+    /// local work (where it looks at its other queues anyway) and as it
+    /// parks (0), not on every switch, which would cost every switch a
+    /// store. A reader sees the list as it was a few dozen tasks ago.
     pub(crate) ready: StatCount,
     /// How long this worker has not been parked.
     pub(crate) busy: BusyClock,

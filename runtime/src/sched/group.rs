@@ -520,6 +520,12 @@ impl TaskGroup {
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
         if tick % REMOTE_TICK == 0 {
+            // The ready list's length, for `Runtime::stats` (see
+            // `GroupStats::ready`): here, not on every switch.
+            self.remote()
+                .stats
+                .ready
+                .store(self.ready.len(), StatRelaxed);
             // Starvation guards: a task spawned from a plain thread (the
             // inbox) and a woken or yielded one go first this time, so
             // a worker busy with local churn still gets to them. They take
@@ -938,10 +944,9 @@ impl TaskGroup {
     /// the switch path.
     #[inline(always)]
     fn run_task(&self, t: TaskRef) {
-        let queued = self.ready.len();
         // The task after this one, in a long queue (a burst of wake-ups,
         // whose tasks slept long): its frames load while this one runs.
-        if queued >= PREFETCH_QUEUE_LEN {
+        if self.ready.len() >= PREFETCH_QUEUE_LEN {
             if let Some(next) = self.ready.front() {
                 // SAFETY: `next` is in our ready queue.
                 unsafe { next.prefetch_frames() };
@@ -959,9 +964,6 @@ impl TaskGroup {
         self.forget_sleep_of(t);
         self.current.set(Some(t));
         let me = self.remote();
-        // What waits behind this task, for `Runtime::stats` (see
-        // `GroupStats::ready`).
-        me.stats.ready.store(queued, StatRelaxed);
         // Release: a watchdog sample that reads this task (Acquire) then
         // reads a switch count no older than the last run's bump.
         me.running.store(t.id().as_u64(), Release);
@@ -993,10 +995,7 @@ impl TaskGroup {
                 // SAFETY: `t` suspended with this blocker and cannot resume
                 // before `block` lets a waker make it runnable.
                 match unsafe { blocker.get().block(t) } {
-                    Blocked::Refused => {
-                        t.note_wait_ended();
-                        self.push_ready(t)
-                    }
+                    Blocked::Refused => self.push_ready(t),
                     Blocked::Waiting => {}
                     Blocked::Sleeping(deadline) => self.note_sleep(deadline, t, blocker),
                 }
@@ -1314,6 +1313,8 @@ impl IdleWorker for TaskGroup {
     fn parking(&self) {
         let stats = &self.remote().stats;
         GroupStats::bump(&stats.parks);
+        // A worker parks with nothing ready.
+        stats.ready.store(0, StatRelaxed);
         stats.busy.asleep(Instant::now());
     }
 

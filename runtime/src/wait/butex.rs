@@ -419,6 +419,9 @@ unsafe impl Blocker for WaitNode {
             unsafe { link_or_refuse(st.as_deref_mut(), || t.is_stopped(), queue, node) }
         };
         if !linked {
+            // Not waiting after all: as `make_ready` would (the worker
+            // queues the task itself).
+            t.note_wait_ended();
             return Blocked::Refused;
         }
         let Some(deadline) = node.deadline() else {
