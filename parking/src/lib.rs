@@ -24,6 +24,7 @@
 //! mutex and condition variable (see [`Futex`]), so that the protocols built on
 //! it — here and in the crates above — can be model-checked.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
 
 pub mod futex;
 pub mod loom;

@@ -78,6 +78,7 @@
 //! sync::<spindle::sync::Mutex<std::rc::Rc<u8>>>();
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
 
 // The layers, bottom to top (see docs/design.md and tests/layers.rs, which
 // holds the direction): each uses only its own layer and those listed

@@ -1,4 +1,5 @@
 //! Helpers shared by the tests of spindle's crates; not published.
+#![warn(missing_docs)]
 
 /// A `tracing` subscriber that hands each event's level and rendered fields
 /// (`name=value ...`, the message as `message=...`) to its closure. Tests

@@ -192,10 +192,12 @@ impl TcpStream {
         }
     }
 
+    /// The address of the peer this stream is connected to.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.source.get_ref().peer_addr()
     }
 
+    /// The local address of this end of the connection.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.source.get_ref().local_addr()
     }
@@ -205,18 +207,23 @@ impl TcpStream {
         self.source.get_ref().shutdown(how)
     }
 
+    /// Sets `TCP_NODELAY`: segments go out at once, not gathered by
+    /// Nagle's algorithm (what a request-reply protocol wants).
     pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
         self.source.get_ref().set_nodelay(nodelay)
     }
 
+    /// Whether `TCP_NODELAY` is set.
     pub fn nodelay(&self) -> io::Result<bool> {
         self.source.get_ref().nodelay()
     }
 
+    /// Sets the IP time-to-live of the packets this stream sends.
     pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
         self.source.get_ref().set_ttl(ttl)
     }
 
+    /// The IP time-to-live of the packets this stream sends.
     pub fn ttl(&self) -> io::Result<u32> {
         self.source.get_ref().ttl()
     }

@@ -80,10 +80,12 @@ impl UdpSocket {
         self.source.do_io(Direction::Read, |s| s.peek_from(buf))
     }
 
+    /// The address this socket is connected to (see `connect`).
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.source.get_ref().peer_addr()
     }
 
+    /// The address this socket is bound to.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.source.get_ref().local_addr()
     }

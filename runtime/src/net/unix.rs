@@ -54,14 +54,17 @@ impl UnixListener {
         Incoming { listener: self }
     }
 
+    /// The path (or unnamed address) this socket is bound to.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.source.get_ref().local_addr()
     }
 
+    /// Another handle to the same listening socket (its own fd).
     pub fn try_clone(&self) -> io::Result<UnixListener> {
         UnixListener::from_std(self.source.get_ref().try_clone()?)
     }
 
+    /// Takes the socket's pending error (`SO_ERROR`), if any.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         self.source.get_ref().take_error()
     }
@@ -143,14 +146,17 @@ impl UnixStream {
         })
     }
 
+    /// The path (or unnamed address) this socket is bound to.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.source.get_ref().local_addr()
     }
 
+    /// The address of the peer this stream is connected to.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.source.get_ref().peer_addr()
     }
 
+    /// Shuts down the read half, the write half, or both.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.source.get_ref().shutdown(how)
     }
