@@ -26,6 +26,13 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+// Other targets stop here, with one clear error, rather than deep inside
+// libc (tests/linux_only.rs checks it).
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "spindle runs on Linux only: spindle-parking is a wrapper over Linux's futex system call."
+);
+
 pub mod futex;
 pub mod loom;
 mod lot;

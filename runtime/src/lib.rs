@@ -80,6 +80,13 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+// Other targets stop here, with one clear error, rather than deep inside
+// libc (tests/linux_only.rs checks it).
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "spindle runs on Linux only: its workers park on futexes, its sockets wait in epoll, and its task stacks are mmap'd with guard pages through Linux's own calls."
+);
+
 // The layers, bottom to top (see docs/design.md and tests/layers.rs, which
 // holds the direction): each uses only its own layer and those listed
 // before it.
