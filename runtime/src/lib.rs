@@ -168,3 +168,8 @@ macro_rules! task_local {
         $crate::task_local!($(#[$attr])* $vis static $name: $t = $init;);
     };
 }
+
+/// The README's code blocks, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
