@@ -173,3 +173,9 @@ macro_rules! task_local {
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// `docs/getting-started.md`'s code blocks, compiled as doctests (and run,
+/// those that end).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/getting-started.md")]
+pub struct GettingStartedDoctests;
