@@ -93,9 +93,11 @@ fn handle(stream: TcpStream) -> io::Result<()> {
 /// A request's work: `sleep MS` takes MS milliseconds; any other line
 /// comes back in capitals.
 fn respond(request: &str) -> Result<String, spindle::SleepError> {
-    if let Some(ms) = request.strip_prefix("sleep ").and_then(|ms| ms.parse().ok()) {
-        spindle::sleep(Duration::from_millis(ms))?;
-        return Ok(format!("slept {ms} ms"));
+    match request.strip_prefix("sleep ").map(str::parse) {
+        Some(Ok(ms)) => {
+            spindle::sleep(Duration::from_millis(ms))?;
+            Ok(format!("slept {ms} ms"))
+        }
+        _ => Ok(request.to_uppercase()),
     }
-    Ok(request.to_uppercase())
 }
