@@ -1,4 +1,5 @@
 //! Shared helpers for the benchmarks (baselines written here).
+#![warn(missing_docs)]
 
 pub mod echo;
 pub mod naive_timer;

@@ -1,4 +1,5 @@
 //! Shared helpers for the examples.
+#![warn(missing_docs)]
 
 /// Prints spindle's warnings (and whatever `RUST_LOG` asks for) on stderr:
 /// the stall watchdog's warning, which names a task that holds up its

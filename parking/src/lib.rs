@@ -24,6 +24,14 @@
 //! mutex and condition variable (see [`Futex`]), so that the protocols built on
 //! it — here and in the crates above — can be model-checked.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+// Other targets stop here, with one clear error, rather than deep inside
+// libc (tests/linux_only.rs checks it).
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "spindle runs on Linux only: spindle-parking is a wrapper over Linux's futex system call."
+);
 
 pub mod futex;
 pub mod loom;

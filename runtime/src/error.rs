@@ -325,14 +325,25 @@ impl From<JoinError> for std::io::Error {
 #[non_exhaustive]
 pub enum SetWorkersError {
     /// Workers can only be added, never removed (as `bthread_setconcurrency`).
-    Shrink { current: usize, requested: usize },
+    Shrink {
+        /// The runtime's number of workers.
+        current: usize,
+        /// The smaller number asked for.
+        requested: usize,
+    },
     /// More workers than a runtime supports.
-    TooMany { requested: usize, max: usize },
+    TooMany {
+        /// The number asked for.
+        requested: usize,
+        /// The most a runtime can have (256).
+        max: usize,
+    },
     /// The runtime is shutting down.
     ShuttingDown,
     /// The OS refused a new worker thread (the workers started before it
     /// stay: [`Runtime::workers`](crate::Runtime::workers) says how many).
     Spawn {
+        /// The kind of the OS's error.
         kind: std::io::ErrorKind,
         /// The OS's error number, when it gave one.
         os_error: Option<i32>,

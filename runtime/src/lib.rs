@@ -78,6 +78,14 @@
 //! sync::<spindle::sync::Mutex<std::rc::Rc<u8>>>();
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+// Other targets stop here, with one clear error, rather than deep inside
+// libc (tests/linux_only.rs checks it).
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "spindle runs on Linux only: its workers park on futexes, its sockets wait in epoll, and its task stacks are mmap'd with guard pages through Linux's own calls."
+);
 
 // The layers, bottom to top (see docs/design.md and tests/layers.rs, which
 // holds the direction): each uses only its own layer and those listed
@@ -160,3 +168,14 @@ macro_rules! task_local {
         $crate::task_local!($(#[$attr])* $vis static $name: $t = $init;);
     };
 }
+
+/// The README's code blocks, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
+/// `docs/getting-started.md`'s code blocks, compiled as doctests (and run,
+/// those that end).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/getting-started.md")]
+pub struct GettingStartedDoctests;

@@ -42,6 +42,24 @@ use std::time::Duration;
 pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 
 /// An M:N runtime: worker threads running tasks. See the crate docs.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let rt = spindle::Runtime::new()?;
+/// let reply = rt.block_on(|| {
+///     // A task per call: each may sleep or wait without holding up its
+///     // worker, which runs the others meanwhile.
+///     let call = spindle::spawn(|| {
+///         spindle::sleep(Duration::from_millis(5)).unwrap();
+///         "pong"
+///     });
+///     call.join().unwrap()
+/// });
+/// assert_eq!(reply, "pong");
+/// rt.shutdown(); // also on drop
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct Runtime {
     pub(crate) control: Arc<TaskControl>,
     /// The thread of [`Builder::dump_on_signal`], stopped with the runtime.
@@ -101,6 +119,23 @@ impl ThreadHooks {
 }
 
 /// Configures a [`Runtime`].
+///
+/// ```
+/// let rt = spindle::Runtime::builder()
+///     .workers(2)
+///     .stack_size(64 * 1024)
+///     .thread_name("rpc")
+///     .build()?;
+/// assert_eq!(rt.workers(), 2);
+/// // Tasks run on the worker threads, `rpc-0` and `rpc-1`.
+/// let thread = rt.block_on(|| std::thread::current().name().map(str::to_owned));
+/// assert!(thread.unwrap().starts_with("rpc-"));
+///
+/// // Bad values are errors, not panics.
+/// let err = spindle::Runtime::builder().workers(0).build().unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Builder {
     workers: Option<usize>,
@@ -848,6 +883,24 @@ where
 /// the handle is cancelled at once (its join is `JoinError::Cancelled`;
 /// [`task::Builder::spawn_on`](crate::task::Builder::spawn_on) returns an
 /// error), never left to hang.
+///
+/// ```
+/// let rt = spindle::Runtime::builder().workers(1).build()?;
+/// let handle = rt.handle();
+///
+/// // A plain thread hands work to the runtime through a clone of its handle.
+/// let h = handle.clone();
+/// let thread = std::thread::spawn(move || h.spawn(|| 6 * 7).join().unwrap());
+/// assert_eq!(thread.join().unwrap(), 42);
+///
+/// // Inside a task, `Handle::current()` is the task's own runtime.
+/// assert!(rt.block_on(|| spindle::Handle::current().same_runtime(&handle)));
+///
+/// // Once the runtime is gone, a spawn through the handle is cancelled.
+/// rt.shutdown();
+/// assert!(matches!(handle.spawn(|| ()).join(), Err(spindle::JoinError::Cancelled)));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Handle {
     control: Arc<TaskControl>,

@@ -57,6 +57,28 @@ use std::time::Instant;
 
 /// Builds a task with a name, a stack size, a deadline scope, a `tracing`
 /// span or a runtime of its own.
+///
+/// ```
+/// use spindle::{task, SleepError};
+/// use std::time::{Duration, Instant};
+///
+/// let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+/// rt.block_on(|| {
+///     let named = task::Builder::new()
+///         .name("fetch-user")
+///         .stack_size(128 * 1024)
+///         .spawn(task::current_name)
+///         .unwrap();
+///     assert_eq!(named.join().unwrap().as_deref(), Some("fetch-user"));
+///
+///     // A task under a deadline: its waits fail once it passes.
+///     let bounded = task::Builder::new()
+///         .deadline(Some(Instant::now() + Duration::from_millis(10)))
+///         .spawn(|| spindle::sleep(Duration::from_secs(60)))
+///         .unwrap();
+///     assert_eq!(bounded.join().unwrap(), Err(SleepError::DeadlineExceeded));
+/// });
+/// ```
 #[derive(Debug, Default, Clone)]
 pub struct Builder {
     name: Option<String>,
@@ -616,6 +638,32 @@ impl<T> JoinHandle<T> {
     /// cancelled (see [`Runtime::shutdown`](crate::Runtime::shutdown)) is
     /// `JoinError::Cancelled`; a task that joins its own handle gets
     /// `JoinError::SelfJoin` (that wait could never end).
+    ///
+    /// ```
+    /// use spindle::JoinError;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let rt = spindle::Runtime::builder().workers(2).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let sum = spindle::spawn(|| 2 + 2);
+    ///     assert_eq!(sum.join().unwrap(), 4);
+    ///
+    ///     // A panic is caught and handed to the join; the runtime goes on.
+    ///     let bad = spindle::spawn(|| -> u32 { panic!("no such user") });
+    ///     match bad.join() {
+    ///         Err(JoinError::Panicked(p)) => assert_eq!(p.message(), Some("no such user")),
+    ///         other => panic!("unexpected: {other:?}"),
+    ///     }
+    ///
+    ///     // A deadline scope ends the join (the task itself goes on).
+    ///     let slow = spindle::spawn(|| spindle::sleep(Duration::from_secs(60)));
+    ///     let id = slow.id();
+    ///     let soon = Instant::now() + Duration::from_millis(10);
+    ///     let r = spindle::with_deadline(soon, || slow.join());
+    ///     assert!(matches!(r, Err(JoinError::DeadlineExceeded)));
+    ///     spindle::stop(id).unwrap();
+    /// });
+    /// ```
     pub fn join(self) -> Result<T, JoinError> {
         let mut first_wait = true;
         loop {
@@ -720,6 +768,15 @@ impl<T> Drop for JoinHandle<T> {
 /// full. [`Builder::spawn`] returns that error instead. Into a runtime that
 /// is shutting down or has shut down, the task is cancelled at once: `f`
 /// is dropped, and the join returns `JoinError::Cancelled`.
+///
+/// ```
+/// let rt = spindle::Runtime::builder().workers(2).build().unwrap();
+/// let squares: Vec<u64> = rt.block_on(|| {
+///     let tasks: Vec<_> = (1..=4u64).map(|i| spindle::spawn(move || i * i)).collect();
+///     tasks.into_iter().map(|t| t.join().unwrap()).collect()
+/// });
+/// assert_eq!(squares, [1, 4, 9, 16]);
+/// ```
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -775,6 +832,23 @@ where
 ///
 /// # Panics
 /// As [`spawn`] (the handle's task is spawned as by `spawn`).
+///
+/// ```
+/// let path = std::env::temp_dir().join(format!("spindle-doc-{}.conf", std::process::id()));
+/// std::fs::write(&path, "threads = 4\n").unwrap();
+///
+/// let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+/// let text = rt.block_on(|| {
+///     // File I/O blocks its thread: it runs on the pool, not on the worker...
+///     let p = path.clone();
+///     let read = spindle::task::spawn_blocking(move || std::fs::read_to_string(p));
+///     // ...which runs other tasks meanwhile.
+///     assert_eq!(spindle::spawn(|| 1 + 1).join().unwrap(), 2);
+///     read.join().unwrap()
+/// });
+/// assert_eq!(text.unwrap(), "threads = 4\n");
+/// std::fs::remove_file(&path).unwrap();
+/// ```
 pub fn spawn_blocking<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,

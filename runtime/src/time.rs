@@ -30,6 +30,31 @@ use std::time::{Duration, Instant};
 /// task's (or thread's): tasks spawned inside it do not inherit it. To pass
 /// it on, to a spawned task or in a request, read it with
 /// [`current_deadline`].
+///
+/// ```
+/// use spindle::{with_deadline, SleepError};
+/// use std::time::{Duration, Instant};
+///
+/// let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+/// rt.block_on(|| {
+///     // One deadline for a whole call, however many waits it makes.
+///     let deadline = Instant::now() + Duration::from_millis(20);
+///     let r = with_deadline(deadline, || {
+///         spindle::sleep(Duration::from_millis(1))?; // in time
+///         assert_eq!(spindle::current_deadline(), Some(deadline));
+///         spindle::sleep(Duration::from_secs(60)) // cut short
+///     });
+///     assert_eq!(r, Err(SleepError::DeadlineExceeded));
+///     assert_eq!(spindle::current_deadline(), None); // the scope ended with it
+///
+///     // Scopes nest, and the earliest deadline wins.
+///     let outer = Instant::now() + Duration::from_millis(10);
+///     let seen = with_deadline(outer, || {
+///         with_deadline(outer + Duration::from_secs(60), spindle::current_deadline)
+///     });
+///     assert_eq!(seen, Some(outer));
+/// });
+/// ```
 pub fn with_deadline<R>(deadline: Instant, f: impl FnOnce() -> R) -> R {
     let outer = scope_deadline();
     scoped(Some(outer.map_or(deadline, |o| o.min(deadline))), f)
@@ -44,6 +69,24 @@ pub fn current_deadline() -> Option<Instant> {
 }
 
 /// Sleeps for `d`; see [`sleep_until`]. `Duration::ZERO` yields.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+/// let start = Instant::now();
+/// rt.block_on(|| {
+///     // 100 tasks sleep 50 ms each on one worker: at once, not in turn.
+///     let sleepers: Vec<_> = (0..100)
+///         .map(|_| spindle::spawn(|| spindle::sleep(Duration::from_millis(50))))
+///         .collect();
+///     for s in sleepers {
+///         s.join().unwrap().unwrap();
+///     }
+/// });
+/// assert!(start.elapsed() >= Duration::from_millis(50));
+/// assert!(start.elapsed() < Duration::from_secs(5));
+/// ```
 pub fn sleep(d: Duration) -> Result<(), SleepError> {
     match Instant::now().checked_add(d) {
         Some(deadline) => sleep_until(deadline),
@@ -146,6 +189,23 @@ fn sleep_thread(deadline: Option<Instant>) -> Result<(), SleepError> {
 /// countdown) are never interrupted: an interrupt that finds the task in
 /// one stays pending for the next interruptible wait. A finished or
 /// unknown id is `NoSuchTask`.
+///
+/// ```
+/// use spindle::SleepError;
+/// use std::time::Duration;
+///
+/// let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+/// rt.block_on(|| {
+///     let sleeper = spindle::spawn(|| spindle::sleep(Duration::from_secs(60)));
+///     let id = sleeper.id();
+///     // Ends the sleep at once (had the task not begun it yet, the
+///     // interrupt would end it as soon as it did).
+///     spindle::interrupt(id).unwrap();
+///     assert_eq!(sleeper.join().unwrap(), Err(SleepError::Interrupted));
+///     // The task has ended: nothing is left to interrupt.
+///     assert!(spindle::interrupt(id).is_err());
+/// });
+/// ```
 pub fn interrupt(id: TaskId) -> Result<(), NoSuchTask> {
     signal(id, Signal::Interrupt)
 }
@@ -163,6 +223,22 @@ pub fn interrupt(id: TaskId) -> Result<(), NoSuchTask> {
 /// [`JoinSet`](crate::JoinSet) that are still running, and any it spawns
 /// so from then on (born stopped). A task spawned with
 /// [`spawn`](crate::spawn) is nobody's child.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+/// rt.block_on(|| {
+///     let poller = spindle::spawn(|| {
+///         // Every wait of a stopped task fails at once, so the loop ends.
+///         while spindle::sleep(Duration::from_millis(1)).is_ok() {}
+///         spindle::is_stopped()
+///     });
+///     spindle::sleep(Duration::from_millis(10)).unwrap();
+///     spindle::stop(poller.id()).unwrap();
+///     assert!(poller.join().unwrap());
+/// });
+/// ```
 pub fn stop(id: TaskId) -> Result<(), NoSuchTask> {
     signal(id, Signal::Stop)
 }

@@ -1,4 +1,5 @@
 //! Helpers shared by the tests of spindle's crates; not published.
+#![warn(missing_docs)]
 
 /// A `tracing` subscriber that hands each event's level and rendered fields
 /// (`name=value ...`, the message as `message=...`) to its closure. Tests
@@ -94,4 +95,91 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
+}
+
+/// The cfg that keeps a crate of spindle off other targets, as its
+/// `lib.rs` writes it.
+pub const NOT_LINUX: &str = r#"#[cfg(not(target_os = "linux"))]"#;
+
+/// Checks that the crate at `manifest_dir` (its `CARGO_MANIFEST_DIR`)
+/// refuses every target but Linux with a clear message, and shows that
+/// message; returns it.
+///
+/// No other target is installed where the tests run, so this cannot build
+/// the crate for one. Instead it reads the crate's `src/lib.rs`, finds the
+/// item under [`NOT_LINUX`], and checks that it is a `compile_error!`
+/// whose message starts with "spindle runs on Linux only:". Then it has
+/// `rustc` compile that item twice, as a crate of its own: as written,
+/// which must compile on this Linux host, and with its cfg turned around
+/// (`target_os = "linux"` in place of its negation), which must fail with
+/// that message, as the crate itself fails on any other OS.
+///
+/// # Panics
+/// If any of that does not hold, or `rustc` cannot be run.
+pub fn assert_linux_only(manifest_dir: &str) -> String {
+    let lib = std::path::Path::new(manifest_dir).join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).expect("read the crate's lib.rs");
+    let at = source
+        .find(NOT_LINUX)
+        .unwrap_or_else(|| panic!("{} has no `{NOT_LINUX}`", lib.display()));
+    // The item under the cfg: up to the end of its statement.
+    let rest = &source[at + NOT_LINUX.len()..];
+    let item = &rest[..rest.find(");").expect("the item ends with `);`") + 2];
+    let item = item.trim();
+    assert!(
+        item.starts_with("compile_error!("),
+        "the item under `{NOT_LINUX}` is not a compile_error!: {item}"
+    );
+    let message = item
+        .split('"')
+        .nth(1)
+        .expect("compile_error!'s message is a string literal")
+        .to_owned();
+    assert!(
+        message.starts_with("spindle runs on Linux only:"),
+        "unclear message: {message}"
+    );
+
+    let guarded = format!("{NOT_LINUX}\n{item}\n");
+    let (ok, out) = rustc_lib(&guarded);
+    assert!(ok, "the guard fails to compile on Linux:\n{out}");
+    let turned = guarded.replace(r#"not(target_os = "linux")"#, r#"target_os = "linux""#);
+    let (ok, out) = rustc_lib(&turned);
+    assert!(!ok, "the turned-around guard compiled:\n{turned}");
+    assert!(
+        out.contains(&format!("error: {message}")),
+        "rustc did not show the message; it said:\n{out}"
+    );
+    message
+}
+
+/// Compiles `code` as a library crate of its own (metadata only); returns
+/// whether it compiled, and what `rustc` said.
+fn rustc_lib(code: &str) -> (bool, String) {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("spindle-linux-only-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("make a temporary directory");
+    let file = dir.join("guard.rs");
+    std::fs::write(&file, code).expect("write the guard's crate");
+    // rustup's proxy picks the toolchain cargo runs the tests with.
+    let out = std::process::Command::new("rustc")
+        .args([
+            "--crate-type",
+            "lib",
+            "--crate-name",
+            "guard",
+            "--emit",
+            "metadata",
+        ])
+        .arg("--out-dir")
+        .arg(&dir)
+        .arg(&file)
+        .output()
+        .expect("run rustc");
+    let _ = std::fs::remove_dir_all(&dir);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

@@ -76,6 +76,13 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+// Other targets stop here, with one clear error, rather than deep inside
+// libc (tests/linux_only.rs checks it).
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "spindle runs on Linux only: spindle-timer's thread waits on Linux's futex and sets its timer slack with prctl(PR_SET_TIMERSLACK)."
+);
+
 mod bucket;
 mod callback;
 mod clock;

@@ -192,9 +192,20 @@ unsafe fn local_drop(_: *const ()) {}
 /// blocking syscall): it runs on the worker's thread, as the task does.
 ///
 /// ```
+/// use std::time::{Duration, Instant};
+///
 /// let rt = spindle::Runtime::builder().workers(1).build().unwrap();
 /// let v = rt.block_on(|| spindle::task::block_on_future(async { 6 * 7 }));
 /// assert_eq!(v, Ok(42));
+///
+/// // A future that never ends is ended by the deadline scope around it.
+/// let soon = Instant::now() + Duration::from_millis(5);
+/// let r = rt.block_on(|| {
+///     spindle::with_deadline(soon, || {
+///         spindle::task::block_on_future(std::future::pending::<()>())
+///     })
+/// });
+/// assert_eq!(r, Err(spindle::WaitError::DeadlineExceeded));
 /// ```
 ///
 /// # Errors

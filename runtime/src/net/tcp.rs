@@ -14,6 +14,37 @@ use std::time::{Duration, Instant};
 
 /// A TCP socket server, listening for connections (std's
 /// `TcpListener`, whose `accept` suspends only the task).
+///
+/// ```
+/// use spindle::net::{TcpListener, TcpStream};
+/// use std::io::{Read, Write};
+///
+/// let rt = spindle::Runtime::builder().workers(2).build()?;
+/// rt.block_on(|| -> std::io::Result<()> {
+///     let listener = TcpListener::bind("127.0.0.1:0")?; // a free port
+///     let addr = listener.local_addr()?;
+///     // An echo server for one connection: a plain blocking loop, in a task.
+///     let server = spindle::spawn(move || -> std::io::Result<()> {
+///         let (mut conn, _peer) = listener.accept()?;
+///         let mut buf = [0u8; 1024];
+///         loop {
+///             let n = conn.read(&mut buf)?;
+///             if n == 0 {
+///                 return Ok(()); // the client closed
+///             }
+///             conn.write_all(&buf[..n])?;
+///         }
+///     });
+///     let mut client = TcpStream::connect(addr)?;
+///     client.write_all(b"ping")?;
+///     let mut reply = [0u8; 4];
+///     client.read_exact(&mut reply)?;
+///     assert_eq!(&reply, b"ping");
+///     drop(client);
+///     server.join().unwrap()
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct TcpListener {
     source: IoSource<std::net::TcpListener>,
 }
@@ -134,6 +165,36 @@ impl Iterator for Incoming<'_> {
 /// A TCP connection (std's `TcpStream`, whose waits suspend only the
 /// task). `Read` and `Write` are implemented for `TcpStream` and
 /// `&TcpStream`: one task may read while another writes.
+///
+/// ```
+/// use spindle::net::{TcpListener, TcpStream};
+/// use spindle::WaitError;
+/// use std::io::{ErrorKind, Read};
+/// use std::time::{Duration, Instant};
+///
+/// let rt = spindle::Runtime::builder().workers(1).build()?;
+/// rt.block_on(|| -> std::io::Result<()> {
+///     let listener = TcpListener::bind("127.0.0.1:0")?;
+///     let mut stream = TcpStream::connect(listener.local_addr()?)?;
+///     stream.set_nodelay(true)?;
+///     let (_silent_peer, _) = listener.accept()?;
+///
+///     // The deadline scope ends a read that waits too long...
+///     let mut buf = [0u8; 16];
+///     let soon = Instant::now() + Duration::from_millis(10);
+///     let err = spindle::with_deadline(soon, || stream.read(&mut buf)).unwrap_err();
+///     assert_eq!(err.kind(), ErrorKind::TimedOut);
+///     assert_eq!(spindle::io::wait_error(&err), Some(WaitError::DeadlineExceeded));
+///
+///     // ...and so does the socket's own timeout, as with std.
+///     stream.set_read_timeout(Some(Duration::from_millis(10)))?;
+///     let err = stream.read(&mut buf).unwrap_err();
+///     assert_eq!(err.kind(), ErrorKind::TimedOut);
+///     assert_eq!(spindle::io::wait_error(&err), None); // the socket's, not the scope's
+///     Ok(())
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct TcpStream {
     source: IoSource<std::net::TcpStream>,
 }
@@ -192,10 +253,12 @@ impl TcpStream {
         }
     }
 
+    /// The address of the peer this stream is connected to.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.source.get_ref().peer_addr()
     }
 
+    /// The local address of this end of the connection.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.source.get_ref().local_addr()
     }
@@ -205,18 +268,23 @@ impl TcpStream {
         self.source.get_ref().shutdown(how)
     }
 
+    /// Sets `TCP_NODELAY`: segments go out at once, not gathered by
+    /// Nagle's algorithm (what a request-reply protocol wants).
     pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
         self.source.get_ref().set_nodelay(nodelay)
     }
 
+    /// Whether `TCP_NODELAY` is set.
     pub fn nodelay(&self) -> io::Result<bool> {
         self.source.get_ref().nodelay()
     }
 
+    /// Sets the IP time-to-live of the packets this stream sends.
     pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
         self.source.get_ref().set_ttl(ttl)
     }
 
+    /// The IP time-to-live of the packets this stream sends.
     pub fn ttl(&self) -> io::Result<u32> {
         self.source.get_ref().ttl()
     }

@@ -10,6 +10,23 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 
 /// A UDP socket (std's `UdpSocket`, whose waits suspend only the task).
+///
+/// ```
+/// use spindle::net::UdpSocket;
+///
+/// let rt = spindle::Runtime::builder().workers(1).build()?;
+/// rt.block_on(|| -> std::io::Result<()> {
+///     let server = UdpSocket::bind("127.0.0.1:0")?;
+///     let client = UdpSocket::bind("127.0.0.1:0")?;
+///     client.send_to(b"ping", server.local_addr()?)?;
+///     let mut buf = [0u8; 64];
+///     let (n, from) = server.recv_from(&mut buf)?; // suspends only this task
+///     assert_eq!(&buf[..n], b"ping");
+///     assert_eq!(from, client.local_addr()?);
+///     Ok(())
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct UdpSocket {
     source: IoSource<std::net::UdpSocket>,
 }
@@ -80,10 +97,12 @@ impl UdpSocket {
         self.source.do_io(Direction::Read, |s| s.peek_from(buf))
     }
 
+    /// The address this socket is connected to (see `connect`).
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.source.get_ref().peer_addr()
     }
 
+    /// The address this socket is bound to.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.source.get_ref().local_addr()
     }

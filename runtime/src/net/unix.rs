@@ -16,6 +16,31 @@ use std::path::Path;
 
 /// A Unix socket server (std's `UnixListener`, whose `accept` suspends
 /// only the task).
+///
+/// ```
+/// use spindle::net::{UnixListener, UnixStream};
+/// use std::io::{Read, Write};
+///
+/// let path = std::env::temp_dir().join(format!("spindle-doc-{}.sock", std::process::id()));
+/// let _ = std::fs::remove_file(&path);
+/// let rt = spindle::Runtime::builder().workers(2).build()?;
+/// rt.block_on(|| -> std::io::Result<()> {
+///     let listener = UnixListener::bind(&path)?;
+///     let server = spindle::spawn(move || -> std::io::Result<String> {
+///         let (mut conn, _) = listener.accept()?;
+///         let mut request = String::new();
+///         conn.read_to_string(&mut request)?; // until the client shuts its side
+///         Ok(request)
+///     });
+///     let mut client = UnixStream::connect(&path)?;
+///     client.write_all(b"status")?;
+///     client.shutdown(std::net::Shutdown::Write)?;
+///     assert_eq!(server.join().unwrap()?, "status");
+///     Ok(())
+/// })?;
+/// std::fs::remove_file(&path)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct UnixListener {
     source: IoSource<std::os::unix::net::UnixListener>,
 }
@@ -54,14 +79,17 @@ impl UnixListener {
         Incoming { listener: self }
     }
 
+    /// The path (or unnamed address) this socket is bound to.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.source.get_ref().local_addr()
     }
 
+    /// Another handle to the same listening socket (its own fd).
     pub fn try_clone(&self) -> io::Result<UnixListener> {
         UnixListener::from_std(self.source.get_ref().try_clone()?)
     }
 
+    /// Takes the socket's pending error (`SO_ERROR`), if any.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         self.source.get_ref().take_error()
     }
@@ -82,6 +110,24 @@ impl Iterator for Incoming<'_> {
 
 /// A Unix stream socket (std's `UnixStream`, whose waits suspend only the
 /// task); `Read` and `Write` for `UnixStream` and `&UnixStream`.
+///
+/// ```
+/// use spindle::net::UnixStream;
+/// use std::io::{Read, Write};
+///
+/// let rt = spindle::Runtime::builder().workers(2).build()?;
+/// rt.block_on(|| -> std::io::Result<()> {
+///     let (a, b) = UnixStream::pair()?;
+///     // `a` closes when its task ends, after the write.
+///     let writer = spindle::spawn(move || (&a).write_all(b"hello"));
+///     let mut got = String::new();
+///     (&b).read_to_string(&mut got)?;
+///     writer.join().unwrap()?;
+///     assert_eq!(got, "hello");
+///     Ok(())
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct UnixStream {
     source: IoSource<std::os::unix::net::UnixStream>,
 }
@@ -143,14 +189,17 @@ impl UnixStream {
         })
     }
 
+    /// The path (or unnamed address) this socket is bound to.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.source.get_ref().local_addr()
     }
 
+    /// The address of the peer this stream is connected to.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.source.get_ref().peer_addr()
     }
 
+    /// Shuts down the read half, the write half, or both.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.source.get_ref().shutdown(how)
     }

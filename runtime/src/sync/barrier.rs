@@ -33,6 +33,25 @@ use std::time::Instant;
 /// [`wait_until`](Self::wait_until)'s deadline), but are not ended by
 /// `interrupt` or `stop`, like those of the locks (unlike those of the
 /// semaphore and the channels).
+///
+/// ```
+/// use spindle::sync::Barrier;
+/// use std::sync::Arc;
+///
+/// let rt = spindle::Runtime::builder().workers(2).build().unwrap();
+/// let barrier = Arc::new(Barrier::new(3));
+/// let leaders = rt.block_on(|| {
+///     let parties: Vec<_> = (0..3)
+///         .map(|_| {
+///             let barrier = barrier.clone();
+///             // Each waits until all three have come.
+///             spindle::spawn(move || barrier.wait().unwrap().is_leader())
+///         })
+///         .collect();
+///     parties.into_iter().map(|p| p.join().unwrap()).filter(|&l| l).count()
+/// });
+/// assert_eq!(leaders, 1); // one of them is told it is the leader
+/// ```
 pub struct Barrier {
     n: u32,
     /// Generation << 32 | arrivals in it.

@@ -90,6 +90,33 @@ const CONTENDED: u32 = 2;
 ///
 /// Unlike `std::sync::Mutex` it has no poisoning: a task that panics while
 /// holding it unlocks it as its guard drops.
+///
+/// ```
+/// use spindle::sync::Mutex;
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// let rt = spindle::Runtime::builder().workers(2).build().unwrap();
+/// let hits = Arc::new(Mutex::new(0u32));
+/// rt.block_on(|| {
+///     let tasks: Vec<_> = (0..8)
+///         .map(|_| {
+///             let hits = hits.clone();
+///             spindle::spawn(move || {
+///                 let mut n = hits.lock().unwrap();
+///                 // Holding it across a wait is fine: the tasks that want
+///                 // it suspend, and their workers run others.
+///                 spindle::sleep(Duration::from_millis(1)).unwrap();
+///                 *n += 1;
+///             })
+///         })
+///         .collect();
+///     for t in tasks {
+///         t.join().unwrap();
+///     }
+/// });
+/// assert_eq!(*hits.lock().unwrap(), 8);
+/// ```
 pub struct Mutex<T: ?Sized> {
     state: Butex,
     value: UnsafeCell<T>,
@@ -246,6 +273,31 @@ impl Drop for PassOnIfUnseen<'_> {
 }
 
 /// A condition variable for [`Mutex`]; see the module docs.
+///
+/// ```
+/// use spindle::sync::{Condvar, Mutex};
+/// use std::sync::Arc;
+///
+/// let rt = spindle::Runtime::builder().workers(2).build().unwrap();
+/// let queue = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
+/// rt.block_on(|| {
+///     let producer = {
+///         let queue = queue.clone();
+///         spindle::spawn(move || {
+///             let (jobs, ready) = &*queue;
+///             for job in 1..=3 {
+///                 jobs.lock().unwrap().push(job);
+///                 ready.notify_one();
+///             }
+///         })
+///     };
+///     let (jobs, ready) = &*queue;
+///     let jobs = ready.wait_while(jobs.lock().unwrap(), |j| j.len() < 3).unwrap();
+///     assert_eq!(*jobs, [1, 2, 3]);
+///     drop(jobs);
+///     producer.join().unwrap();
+/// });
+/// ```
 #[derive(Debug)]
 pub struct Condvar {
     seq: Butex,
@@ -380,6 +432,25 @@ impl fmt::Display for CountOverflow {
 impl std::error::Error for CountOverflow {}
 
 /// Waits for a count of events to reach zero (bthread's `CountdownEvent`).
+///
+/// ```
+/// use spindle::sync::CountdownEvent;
+/// use std::sync::Arc;
+///
+/// let rt = spindle::Runtime::builder().workers(2).build().unwrap();
+/// rt.block_on(|| {
+///     let parts = Arc::new(CountdownEvent::new(3));
+///     for _ in 0..3 {
+///         let parts = parts.clone();
+///         spindle::spawn(move || {
+///             // ... one part of the work ...
+///             parts.signal(1);
+///         });
+///     }
+///     parts.wait().unwrap(); // until all three have signalled
+///     assert_eq!(parts.count(), 0);
+/// });
+/// ```
 #[derive(Debug)]
 pub struct CountdownEvent {
     count: Butex,

@@ -707,6 +707,29 @@ impl<T> Slot<T> {
 }
 
 /// Creates an unbounded channel: sends never wait.
+///
+/// ```
+/// use spindle::sync::mpsc;
+/// use std::time::Duration;
+///
+/// let rt = spindle::Runtime::builder().workers(2).build().unwrap();
+/// rt.block_on(|| {
+///     let (tx, rx) = mpsc::channel();
+///     for worker in 0..3u32 {
+///         let tx = tx.clone();
+///         spindle::spawn(move || tx.send(worker * 10).unwrap());
+///     }
+///     drop(tx); // the channel closes once every sender is gone
+///     let mut got: Vec<u32> = rx.iter().collect();
+///     got.sort();
+///     assert_eq!(got, [0, 10, 20]);
+///
+///     // A receive can give up: on its own timeout, or with a deadline scope.
+///     let (_tx, rx) = mpsc::channel::<u32>();
+///     let r = rx.recv_timeout(Duration::from_millis(5));
+///     assert_eq!(r, Err(mpsc::RecvTimeoutError::Timeout));
+/// });
+/// ```
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
     let chan = Chan::new(Flavor::List(SegQueue::new()));
     (
@@ -721,6 +744,22 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// Creates a bounded channel holding up to `bound` messages; a send to a
 /// full channel waits for room. With a `bound` of 0 it is a rendezvous
 /// channel: a send returns once the receiver has taken the value.
+///
+/// ```
+/// use spindle::sync::mpsc::{self, TrySendError};
+///
+/// let rt = spindle::Runtime::builder().workers(1).build().unwrap();
+/// rt.block_on(|| {
+///     let (tx, rx) = mpsc::sync_channel(2);
+///     tx.send(1).unwrap();
+///     tx.send(2).unwrap();
+///     // Full: `send` would wait for room; `try_send` hands the value back.
+///     assert!(matches!(tx.try_send(3), Err(TrySendError::Full(3))));
+///     assert_eq!(rx.recv(), Ok(1));
+///     tx.try_send(3).unwrap();
+///     assert_eq!(rx.try_iter().collect::<Vec<_>>(), [2, 3]);
+/// });
+/// ```
 pub fn sync_channel<T>(bound: usize) -> (SyncSender<T>, Receiver<T>) {
     let flavor = if bound == 0 {
         Flavor::Zero(Slot::new())

@@ -54,6 +54,37 @@ const WAITERS: u32 = 4;
 ///
 /// An initializer that calls `get_or_init` on its own cell waits for
 /// itself for good (std's `OnceLock` deadlocks too).
+///
+/// ```
+/// use spindle::sync::OnceCell;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::time::Duration;
+///
+/// static CONFIG: OnceCell<String> = OnceCell::new();
+/// static LOADS: AtomicUsize = AtomicUsize::new(0);
+///
+/// let rt = spindle::Runtime::builder().workers(2).build().unwrap();
+/// rt.block_on(|| {
+///     let readers: Vec<_> = (0..4)
+///         .map(|_| {
+///             spindle::spawn(|| {
+///                 // The first caller loads it; the others wait, as tasks.
+///                 let config = CONFIG.get_or_init(|| {
+///                     LOADS.fetch_add(1, Ordering::SeqCst);
+///                     spindle::sleep(Duration::from_millis(5)).unwrap();
+///                     "threads = 4".to_string()
+///                 });
+///                 config.len()
+///             })
+///         })
+///         .collect();
+///     for r in readers {
+///         assert_eq!(r.join().unwrap(), 11);
+///     }
+/// });
+/// assert_eq!(LOADS.load(Ordering::SeqCst), 1);
+/// assert_eq!(CONFIG.get().map(String::as_str), Some("threads = 4"));
+/// ```
 pub struct OnceCell<T> {
     state: Butex,
     value: UnsafeCell<MaybeUninit<T>>,

@@ -61,6 +61,31 @@ impl<T> Drop for Inner<T> {
 }
 
 /// Creates a channel for one value.
+///
+/// ```
+/// use spindle::sync::{mpsc, oneshot};
+///
+/// let rt = spindle::Runtime::builder().workers(2).build().unwrap();
+/// rt.block_on(|| {
+///     // Each request carries the sender of its reply.
+///     let (requests, inbox) = mpsc::channel::<(u32, oneshot::Sender<u32>)>();
+///     let server = spindle::spawn(move || {
+///         for (n, reply) in inbox.iter() {
+///             let _ = reply.send(n * 2);
+///         }
+///     });
+///     let (reply, mut response) = oneshot::channel();
+///     requests.send((21, reply)).unwrap();
+///     assert_eq!(response.recv(), Ok(42));
+///     drop(requests);
+///     server.join().unwrap();
+///
+///     // A sender dropped without sending: the receive says so.
+///     let (tx, mut rx) = oneshot::channel::<u32>();
+///     drop(tx);
+///     assert_eq!(rx.recv(), Err(mpsc::RecvError::Disconnected));
+/// });
+/// ```
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
     let inner = Arc::new(Inner {
         state: Butex::new(0),

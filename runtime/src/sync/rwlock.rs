@@ -57,6 +57,32 @@ const READERS_WAITING: u32 = 1 << 31;
 /// are not ended by `interrupt` (which stays pending for the next
 /// interruptible wait). A writer that gives up leaves no trace: the
 /// readers it held back go in at once.
+///
+/// ```
+/// use spindle::sync::RwLock;
+/// use std::sync::Arc;
+///
+/// let rt = spindle::Runtime::builder().workers(2).build().unwrap();
+/// let routes = Arc::new(RwLock::new(vec!["/users"]));
+/// rt.block_on(|| {
+///     // Many readers at once...
+///     let readers: Vec<_> = (0..4)
+///         .map(|_| {
+///             let routes = routes.clone();
+///             spindle::spawn(move || routes.read().unwrap().len())
+///         })
+///         .collect();
+///     for r in readers {
+///         assert_eq!(r.join().unwrap(), 1);
+///     }
+///     // ...or one writer.
+///     let mut table = routes.write().unwrap();
+///     table.push("/orders");
+///     assert!(routes.try_read().is_none());
+///     drop(table);
+///     assert_eq!(*routes.read().unwrap(), ["/users", "/orders"]);
+/// });
+/// ```
 pub struct RwLock<T: ?Sized> {
     /// Readers, `WRITER`, `READERS_WAITING`; blocked readers wait here.
     state: Butex,

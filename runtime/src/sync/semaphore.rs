@@ -51,6 +51,37 @@ use std::time::Instant;
 /// one that wants more permits than are free does not hold back those
 /// behind it that want fewer (so `acquire_many` of many can wait while
 /// small acquires keep taking permits).
+///
+/// ```
+/// use spindle::sync::Semaphore;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// let rt = spindle::Runtime::builder().workers(2).build().unwrap();
+/// // At most 2 calls to the backend at a time.
+/// let backend = Arc::new(Semaphore::new(2));
+/// let busy = Arc::new(AtomicUsize::new(0));
+/// let most = Arc::new(AtomicUsize::new(0));
+/// rt.block_on(|| {
+///     let calls: Vec<_> = (0..6)
+///         .map(|_| {
+///             let (backend, busy, most) = (backend.clone(), busy.clone(), most.clone());
+///             spindle::spawn(move || {
+///                 let _permit = backend.acquire().unwrap();
+///                 most.fetch_max(busy.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+///                 spindle::sleep(Duration::from_millis(2)).unwrap();
+///                 busy.fetch_sub(1, Ordering::SeqCst);
+///             })
+///         })
+///         .collect();
+///     for c in calls {
+///         c.join().unwrap();
+///     }
+/// });
+/// assert!(most.load(Ordering::SeqCst) <= 2);
+/// assert_eq!(backend.available_permits(), 2);
+/// ```
 pub struct Semaphore {
     permits: AtomicUsize,
     /// Acquirers in the slow path (counted before they look for permits).

@@ -115,6 +115,31 @@ impl<T> Shared<T> {
 
 /// Creates a watch channel holding `init`; the receiver has seen `init`
 /// (its first [`changed`](Receiver::changed) waits for a send).
+///
+/// ```
+/// use spindle::sync::watch;
+///
+/// let rt = spindle::Runtime::builder().workers(2).build().unwrap();
+/// rt.block_on(|| {
+///     let (shutdown, rx) = watch::channel(false);
+///     let servers: Vec<_> = (0..3)
+///         .map(|_| {
+///             let mut rx = rx.clone();
+///             spindle::spawn(move || {
+///                 // ... serve, until told to stop:
+///                 while !*rx.borrow() {
+///                     rx.changed().unwrap();
+///                 }
+///                 "drained"
+///             })
+///         })
+///         .collect();
+///     shutdown.send(true).unwrap();
+///     for s in servers {
+///         assert_eq!(s.join().unwrap(), "drained");
+///     }
+/// });
+/// ```
 pub fn channel<T>(init: T) -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
         state: Butex::new(0),

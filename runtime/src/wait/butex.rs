@@ -63,6 +63,37 @@ use std::ptr;
 use std::time::Instant;
 
 /// A 32-bit value that tasks and threads can wait on; see the module docs.
+///
+/// ```
+/// use spindle::{Butex, WaitError};
+/// use std::sync::atomic::Ordering;
+/// use std::sync::Arc;
+/// use std::time::{Duration, Instant};
+///
+/// let rt = spindle::Runtime::builder().workers(2).build().unwrap();
+/// rt.block_on(|| {
+///     // 0 until a value is published; then the value.
+///     let slot = Arc::new(Butex::new(0));
+///     let reader = {
+///         let slot = slot.clone();
+///         spindle::spawn(move || loop {
+///             match slot.value().load(Ordering::Acquire) {
+///                 // Returns at once if the value is no longer 0.
+///                 0 => drop(slot.wait(0, None)),
+///                 v => return v,
+///             }
+///         })
+///     };
+///     slot.value().store(7, Ordering::Release); // change, then wake
+///     slot.wake_all();
+///     assert_eq!(reader.join().unwrap(), 7);
+///
+///     // A wait with a deadline of its own.
+///     let idle = Butex::new(0);
+///     let r = idle.wait(0, Some(Instant::now() + Duration::from_millis(5)));
+///     assert_eq!(r, Err(WaitError::TimedOut));
+/// });
+/// ```
 pub struct Butex {
     queue: WaitQueue,
 }
