@@ -26,6 +26,7 @@
 
 use crate::id::TaskId;
 use crate::io::Interest;
+use crate::loom::sync::atomic::Ordering;
 use crate::meta::activity::WaitOn;
 use crate::meta::{table, EndState, TaskRef, NO_HOME};
 use crate::sched::TaskControl;
@@ -36,7 +37,6 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::fd::RawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// The longest a walker holds its worker before it yields.
@@ -521,11 +521,11 @@ use walk::backtraces;
 #[cfg(spindle_frame_pointers)]
 mod walk {
     use super::*;
+    use crate::loom::stats::AtomicU64;
     use crate::meta::seam::Suspend;
     use crate::sched;
     use crate::wait::Butex;
     use std::collections::HashMap;
-    use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
     use std::sync::Mutex;
 

@@ -20,10 +20,11 @@
 //! (`CLOCK_MONOTONIC_COARSE`: a few ns, no syscall), published last of what
 //! spawn writes, so a dump skips a slot whose task is still being made.
 
-// std's atomics, not the loom shim's: these words are part of no protocol
-// (nothing waits on them), and loom models would only explore their stores.
+// std's atomics (the shim's `stats`), not loom's: these words are part of
+// no protocol (nothing waits on them), and loom models would only explore
+// their stores.
+use crate::loom::stats::{fence, AtomicU64, Ordering};
 use std::os::fd::RawFd;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
