@@ -123,42 +123,6 @@ use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Every this many unbounded sends on a worker thread, a sending task
-/// yields (tokio's cooperative budget does the same): an unbounded send
-/// never waits, so a task that sends in a loop would otherwise hold its
-/// worker for the whole loop, and a receiver (or other producers) queued on
-/// that worker would not run until it ends. 128 sends take 3-5 µs here,
-/// well within the grace a thief gives a worker held by one task before it
-/// takes that worker's new tasks (`sched/group.rs`, `STEAL_GRACE`, 10 µs:
-/// the two are tied by that measurement, not by code): so a producer in a
-/// loop does not look like a worker held up, and the tasks spawned with it
-/// start beside it, where the messages cost a local switch. A yield is
-/// about 50 ns, under 0.4 ns a send. Measured (`benches/placement.sh`), 4
-/// producers and a receiver spawned from a plain thread went from 21-26 M
-/// messages/s, with the consumer stolen in some runs, to 33-34 in every
-/// run (every 4096 sends, a producer held its worker 60-120 µs; every 256,
-/// 5-10 µs, and the consumer was still stolen now and then).
-const SENDS_BEFORE_YIELD: u32 = 128;
-
-std::thread_local! {
-    /// Unbounded sends made on this thread (see `SENDS_BEFORE_YIELD`).
-    static UNBOUNDED_SENDS: Cell<u32> = const { Cell::new(0) };
-}
-
-/// After an unbounded send: lets the worker's other tasks run, once every
-/// `SENDS_BEFORE_YIELD` sends (a task only, and one that may switch out).
-#[inline]
-fn yield_now_and_then() {
-    let due = UNBOUNDED_SENDS.with(|c| {
-        let n = c.get().wrapping_add(1);
-        c.set(n);
-        n % SENDS_BEFORE_YIELD == 0
-    });
-    if due && sched::suspendable_task().is_some() {
-        crate::task::yield_now();
-    }
-}
-
 #[cfg(not(loom))]
 use crossbeam_queue::{ArrayQueue, SegQueue};
 #[cfg(loom)]
@@ -463,7 +427,8 @@ impl<T> Chan<T> {
             Flavor::List(q) => {
                 q.push(value);
                 self.notify_rx();
-                yield_now_and_then();
+                // It never waits: the cooperative budget (`sched/coop.rs`).
+                sched::coop::spend();
                 Ok(())
             }
             Flavor::Array(q) => self.send_array(q, value, deadline),
@@ -784,8 +749,9 @@ fn clone_sender<T>(chan: &Arc<Chan<T>>) -> Arc<Chan<T>> {
 
 impl<T> Sender<T> {
     /// Queues `value` for the receiver; never waits (though a task yields to
-    /// its worker's other tasks once every 128 such sends, so that a
-    /// sending loop does not hold its worker). Fails, handing the
+    /// its worker's other tasks now and then, once every 128 operations
+    /// that complete without waiting, sends and socket calls alike, so that
+    /// a sending loop does not hold its worker). Fails, handing the
     /// value back, only if the receiver has been dropped (the error's kind
     /// is then always [`SendErrorKind::Disconnected`]). As with std, an
     /// `Ok` does not mean the value will be received: the receiver may go
