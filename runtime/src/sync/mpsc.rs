@@ -1060,9 +1060,17 @@ impl RecvError {
         *self == RecvError::DeadlineExceeded
     }
 
-    /// Whether an interrupt (or a stop) ended the wait.
+    /// Whether [`interrupt`](crate::interrupt) ended the wait (not a stop:
+    /// see [`is_stopped`](Self::is_stopped)), as
+    /// [`WaitError::is_interrupted`].
     pub fn is_interrupted(&self) -> bool {
-        matches!(self, RecvError::Interrupted | RecvError::Stopped)
+        *self == RecvError::Interrupted
+    }
+
+    /// Whether the task has been [`stop`](crate::stop)ped, as
+    /// [`WaitError::is_stopped`].
+    pub fn is_stopped(&self) -> bool {
+        *self == RecvError::Stopped
     }
 
     /// A receive without a timeout of its own cannot time out; its wait's
@@ -1095,12 +1103,17 @@ impl RecvTimeoutError {
         *self == RecvTimeoutError::DeadlineExceeded
     }
 
-    /// Whether an interrupt (or a stop) ended the wait.
+    /// Whether [`interrupt`](crate::interrupt) ended the wait (not a stop:
+    /// see [`is_stopped`](Self::is_stopped)), as
+    /// [`WaitError::is_interrupted`].
     pub fn is_interrupted(&self) -> bool {
-        matches!(
-            self,
-            RecvTimeoutError::Interrupted | RecvTimeoutError::Stopped
-        )
+        *self == RecvTimeoutError::Interrupted
+    }
+
+    /// Whether the task has been [`stop`](crate::stop)ped, as
+    /// [`WaitError::is_stopped`].
+    pub fn is_stopped(&self) -> bool {
+        *self == RecvTimeoutError::Stopped
     }
 }
 
@@ -1254,12 +1267,17 @@ impl<T> SendError<T> {
         self.kind == SendErrorKind::DeadlineExceeded
     }
 
-    /// Whether an interrupt (or a stop) ended the wait.
+    /// Whether [`interrupt`](crate::interrupt) ended the wait (not a stop:
+    /// see [`is_stopped`](Self::is_stopped)), as
+    /// [`WaitError::is_interrupted`].
     pub fn is_interrupted(&self) -> bool {
-        matches!(
-            self.kind,
-            SendErrorKind::Interrupted | SendErrorKind::Stopped
-        )
+        self.kind == SendErrorKind::Interrupted
+    }
+
+    /// Whether the task has been [`stop`](crate::stop)ped, as
+    /// [`WaitError::is_stopped`].
+    pub fn is_stopped(&self) -> bool {
+        self.kind == SendErrorKind::Stopped
     }
 }
 
