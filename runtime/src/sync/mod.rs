@@ -97,7 +97,9 @@ const CONTENDED: u32 = 2;
 /// A mutual-exclusion lock whose waiters suspend (tasks) or park (threads).
 ///
 /// Unlike `std::sync::Mutex` it has no poisoning: a task that panics while
-/// holding it unlocks it as its guard drops.
+/// holding it unlocks it as its guard drops. Like std's, it is not
+/// reentrant: a task that locks it again while it holds it waits for
+/// itself for good.
 pub struct Mutex<T: ?Sized> {
     state: Butex,
     /// The guarded value, in the loom shim's cell: a loom model sees each
