@@ -12,6 +12,14 @@
 //! ready tasks run, and it carries on after them (tokio's cooperative
 //! budget does the same; its budget is 128 operations too).
 //!
+//! A yield for the budget also brings the worker's I/O poll forward: a
+//! worker polls its fds every 61 tasks it runs, and 61 slices of a task
+//! that works long between its calls could be a long time for the events
+//! its other tasks wait for. So, if the worker's fds were last polled
+//! 100 µs ago or more, they are polled before the next task runs
+//! (`TaskGroup::budget_spent`): a reply another task waits for then waits
+//! at most about that, plus one slice.
+//!
 //! The budget is one counter per thread, shared by every kind of
 //! operation and every task of the worker: a task that completes
 //! `OPS_BEFORE_YIELD` operations in a row without waiting yields at least
@@ -23,7 +31,7 @@
 //!
 //! Per thread, touched only by it: one `Cell`. No allocation, no lock.
 
-use super::{can_suspend, current_task, suspend};
+use super::{can_suspend, current_group, current_task, suspend};
 use crate::meta::seam::Suspend;
 use std::cell::Cell;
 
@@ -65,10 +73,14 @@ pub(crate) fn spend() {
     }
 }
 
-/// Yields the running task, if there is one that may switch out.
+/// Yields the running task, if there is one that may switch out; its
+/// worker polls its fds first if they are due (`TaskGroup::budget_spent`).
 #[cold]
 fn yield_task() {
     if let Some(t) = current_task().filter(|_| can_suspend()) {
+        if let Some(g) = current_group() {
+            g.budget_spent();
+        }
         // SAFETY: `t` is the running task, we run its code, and it may
         // switch out now (`can_suspend`).
         unsafe { suspend(t, Suspend::Yield) };
