@@ -95,8 +95,8 @@ const SLEEP_POLL_WINDOW: Duration = Duration::from_micros(10);
 /// A task's yield for the cooperative budget polls its worker's fds first
 /// if they were last polled this long ago or more: so an event waits for at
 /// most about this long plus one budget's worth of the yielding task's
-/// work, and a worker spends at most about 1 % of its time in these polls
-/// (a poll that finds nothing costs about a microsecond).
+/// work, and a worker spends well under 1 % of its time in these polls
+/// (an empty `epoll_wait` took 0.14-0.15 µs here).
 const BUDGET_POLL_GAP: Duration = Duration::from_micros(100);
 
 /// The timer slack of worker threads, in ns.
