@@ -46,6 +46,11 @@ pub mod cell {
         pub const fn new(value: T) -> Self {
             UnsafeCell(std::cell::UnsafeCell::new(value))
         }
+
+        /// The value, consuming the cell.
+        pub fn into_inner(self) -> T {
+            self.0.into_inner()
+        }
     }
 
     #[cfg(not(loom))]

@@ -279,7 +279,9 @@ impl WaitError {
         matches!(self, WaitError::TimedOut)
     }
 
-    /// Whether [`interrupt`](crate::interrupt) ended the wait.
+    /// Whether [`interrupt`](crate::interrupt) ended the wait (a stop is
+    /// [`is_stopped`](Self::is_stopped), never this: the same in every
+    /// error type that has both).
     pub fn is_interrupted(&self) -> bool {
         matches!(self, WaitError::Interrupted)
     }

@@ -31,11 +31,12 @@ pub(crate) mod signal_handler {
 }
 
 /// std's atomics, under loom too, for counters kept only to be read by
-/// `Runtime::stats` (the per-worker figures) and the words task dumps read
-/// (`meta::activity`): no protocol decides anything
-/// on them, so loom has nothing to check there, and modelling them would
-/// only multiply the states of the models whose paths bump them (a queue
-/// push, a ready-list pop). Nothing that synchronizes may use them.
+/// `Runtime::stats` (the per-worker figures) and for the words only a task
+/// dump reads (what a task waits on, `meta/activity.rs`; how long a dump's
+/// walk held a worker): no protocol decides anything on them, so loom has
+/// nothing to check there, and modelling them would only multiply the
+/// states of the models whose paths bump them (a queue push, a ready-list
+/// pop, the start of a wait). Nothing that synchronizes may use them.
 pub(crate) mod stats {
     pub(crate) use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 }

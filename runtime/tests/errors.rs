@@ -95,6 +95,64 @@ fn helpers_and_conversions_say_what_ended_a_wait() {
     assert_eq!(stopped.kind(), io::ErrorKind::Other);
 }
 
+/// What one wait of each error type says it was ended by:
+/// `(is_interrupted(), is_stopped())`.
+type Ends = Vec<(&'static str, (bool, bool))>;
+
+/// Ends one wait of each error type that has `is_interrupted` and
+/// `is_stopped`, in the calling task, with `signal` sent to the task
+/// itself before each (an interrupt is remembered for the next
+/// interruptible wait; a stop is sticky).
+fn end_each_wait_with(signal: fn(spindle::TaskId) -> Result<(), spindle::NoSuchTask>) -> Ends {
+    let me = || spindle::current().expect("a task");
+    let hour = Duration::from_secs(3600);
+    let (_tx, rx) = mpsc::channel::<u32>();
+    let (full, _keep) = mpsc::sync_channel::<u32>(1);
+    full.try_send(0).unwrap();
+    let (_otx, mut orx) = oneshot::channel::<u32>();
+    let (_wtx, mut wrx) = watch::channel(0u32);
+    let butex = spindle::Butex::new(0);
+    let mut ends = Ends::new();
+    signal(me()).unwrap();
+    let e = spindle::sleep(hour).unwrap_err();
+    ends.push(("SleepError", (e.is_interrupted(), e.is_stopped())));
+    signal(me()).unwrap();
+    let e = butex.wait(0, None).unwrap_err();
+    ends.push(("WaitError", (e.is_interrupted(), e.is_stopped())));
+    signal(me()).unwrap();
+    let e = rx.recv().unwrap_err();
+    ends.push(("mpsc RecvError", (e.is_interrupted(), e.is_stopped())));
+    signal(me()).unwrap();
+    let e = rx.recv_timeout(hour).unwrap_err();
+    ends.push(("RecvTimeoutError", (e.is_interrupted(), e.is_stopped())));
+    signal(me()).unwrap();
+    let e = full.send(1).unwrap_err();
+    ends.push(("SendError", (e.is_interrupted(), e.is_stopped())));
+    signal(me()).unwrap();
+    let e = orx.recv().unwrap_err();
+    ends.push(("oneshot RecvError", (e.is_interrupted(), e.is_stopped())));
+    signal(me()).unwrap();
+    let e = wrx.changed().unwrap_err();
+    ends.push(("watch RecvError", (e.is_interrupted(), e.is_stopped())));
+    ends
+}
+
+/// `is_interrupted` means an interrupt and `is_stopped` a stop, in every
+/// error type that has them, as `WaitError` documents: a stop is never
+/// counted as an interrupt.
+#[test]
+fn is_interrupted_and_is_stopped_mean_the_same_in_every_error() {
+    let rt = rt(1);
+    let interrupted = rt.spawn(|| end_each_wait_with(spindle::interrupt));
+    for (what, end) in interrupted.join().unwrap() {
+        assert_eq!(end, (true, false), "{what} ended by an interrupt");
+    }
+    let stopped = rt.spawn(|| end_each_wait_with(spindle::stop));
+    for (what, end) in stopped.join().unwrap() {
+        assert_eq!(end, (false, true), "{what} ended by a stop");
+    }
+}
+
 /// Every receive error becomes the `io::Error` documented for it: a
 /// wait's end as the I/O layer reports it, with the `WaitError` inside
 /// (which `wait_error` reads), a closed channel as `UnexpectedEof` with

@@ -186,6 +186,15 @@ fn churn_bounded_16() {
     churn(Some(16), 100_000, false);
 }
 
+/// Bounds past the largest ring (16 384 slots of a `u64`): a counted
+/// queue that grows with its messages (`sync_channel`'s docs), full now
+/// and then at 20 000, never at `usize::MAX`.
+#[test]
+fn churn_bounded_large() {
+    churn(Some(20_000), 100_000, true);
+    churn(Some(usize::MAX), 100_000, false);
+}
+
 #[test]
 fn churn_rendezvous() {
     churn(Some(0), 20_000, true);

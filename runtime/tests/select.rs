@@ -214,7 +214,7 @@ fn the_select_macro_runs_the_chosen_arm() {
     let h = rt.spawn(|| {
         let (_t, a) = mpsc::channel::<u32>();
         spindle::select! {
-            recv(a) -> msg => msg.map_err(|e| e.is_interrupted()),
+            recv(a) -> msg => msg.map_err(|e| e.is_stopped() && !e.is_interrupted()),
         }
     });
     std::thread::sleep(Duration::from_millis(20));

@@ -11,7 +11,8 @@
 //! - an `Instant` before the base (or equal to it) becomes `0`, which is
 //!   always due; a periodic timer's `first` that early is moved to the first
 //!   point of its own grid at or after the base instead
-//!   ([`first_period_ns`]), so that its runs keep `first + k * period`;
+//!   ([`first_period_ns`], in `u128` arithmetic, so for any `Instant` the
+//!   platform can represent), so that its runs keep `first + k * period`;
 //! - an `Instant` more than 584 years after the base saturates to [`NEVER`],
 //!   a valid deadline that never comes (the timer can still be cancelled or
 //!   rescheduled). Nothing here overflows or panics, whatever the `Instant`.
@@ -105,27 +106,35 @@ pub(crate) fn next_period(due: u64, period: u64, now: u64) -> u64 {
     due.saturating_add(period.saturating_mul(missed.saturating_add(1)))
 }
 
-/// The deadline of a periodic timer's first run at `first`, every `period`
-/// ns: `first` itself if the encoding holds it, else, for a `first` before
-/// the base, the first point `first + k * period` at or after the base. (A
+/// The deadline of a periodic timer's first run at `first`, every `period`:
+/// `first` itself if the encoding holds it, else, for a `first` before the
+/// base, the first point `first + k * period` at or after the base. (A
 /// plain 0 would put every later run on the base's grid, up to a period
 /// away from `first`'s.) With a period of up to a day that point is due at
 /// once; a longer period's may lie ahead, and the runs before it are
 /// skipped, as a late timer's are ([`next_period`]).
-pub(crate) fn first_period_ns(first: Instant, period: u64) -> u64 {
+///
+/// The phase is computed in `u128` nanoseconds, from the exact distance
+/// and period: any `Instant` lies within `u64::MAX` seconds of the base, so
+/// both fit, and `first` keeps its grid however far back it lies (the
+/// earliest `Instant` the platform can represent is some 292 billion years
+/// back, where a distance in `u64` ns would have saturated and moved the
+/// grid). A point beyond the encoding saturates to [`NEVER`].
+pub(crate) fn first_period_ns(first: Instant, period: Duration) -> u64 {
     match base().checked_duration_since(first) {
-        Some(before) if !before.is_zero() => grid_after_base(duration_ns(before), period),
+        Some(before) if !before.is_zero() => grid_after_base(before.as_nanos(), period.as_nanos()),
         _ => deadline_ns(first),
     }
 }
 
-/// The first point of a grid of `period` at or after the base, for a grid
-/// through an instant `before` ns before the base.
-fn grid_after_base(before: u64, period: u64) -> u64 {
+/// The first point of a grid of `period` ns at or after the base, in ns
+/// after it, for a grid through an instant `before` ns before the base;
+/// [`NEVER`] if that point lies beyond the encoding.
+fn grid_after_base(before: u128, period: u128) -> u64 {
     debug_assert!(period > 0);
     match before % period {
         0 => 0,
-        r => period - r,
+        r => u64::try_from(period - r).unwrap_or(NEVER),
     }
 }
 
@@ -176,6 +185,71 @@ mod tests {
     /// A periodic timer whose `first` lies before the base keeps its own
     /// grid: its first deadline is the first `first + k * period` at or
     /// after the base, not the base itself.
+    /// The earliest `Instant` the platform can represent: from now, steps
+    /// back that halve each time one does not fit.
+    fn earliest_instant() -> Instant {
+        let mut t = Instant::now();
+        let mut step = Duration::MAX;
+        while !step.is_zero() {
+            match t.checked_sub(step) {
+                Some(earlier) => t = earlier,
+                None => step /= 2,
+            }
+        }
+        t
+    }
+
+    /// A `first` too far back for `u64` nanoseconds from the base (down to
+    /// the earliest `Instant`) keeps its grid: its first deadline is a
+    /// point `first + k * period`, exactly, within a period after the base.
+    #[test]
+    fn any_representable_first_keeps_its_grid() {
+        let _ = now_ns(); // make sure the base exists
+        let earliest = earliest_instant();
+        assert!(earliest.checked_sub(Duration::from_nanos(1)).is_none());
+        let year = Duration::from_secs(365 * 86_400);
+        let mut firsts = vec![
+            earliest,
+            earliest + Duration::from_nanos(1),
+            earliest + Duration::from_millis(400) / 3,
+        ];
+        for back in [600 * year, 1_000_000 * year, Duration::from_nanos(u64::MAX)] {
+            if let Some(first) = base().checked_sub(back + Duration::from_nanos(123_456_789)) {
+                firsts.push(first);
+            }
+        }
+        let periods = [
+            Duration::from_millis(400),
+            Duration::from_nanos(7),
+            Duration::from_secs(86_400) + Duration::from_nanos(1),
+            Duration::from_secs(1000 * 365 * 86_400),
+        ];
+        for &first in &firsts {
+            for &period in &periods {
+                let due = first_period_ns(first, period);
+                let p = period.as_nanos();
+                if due == NEVER {
+                    // Only a point beyond the encoding saturates.
+                    assert!(p > u128::from(NEVER), "{first:?} every {period:?}: NEVER");
+                    continue;
+                }
+                assert!(
+                    u128::from(due) < p,
+                    "{first:?} every {period:?}: {due} ns after the base, not within a period"
+                );
+                let at = instant_of(due).expect("a deadline within a period of the base");
+                let since_first = at.duration_since(first).as_nanos();
+                assert_eq!(
+                    since_first % p,
+                    0,
+                    "{first:?} every {period:?}: {due} ns after the base is off the grid"
+                );
+            }
+        }
+        // A period beyond the encoding whose next point lies beyond it too.
+        assert_eq!(first_period_ns(earliest, Duration::MAX), NEVER);
+    }
+
     #[test]
     fn a_first_before_the_base_is_moved_onto_its_own_grid() {
         assert_eq!(grid_after_base(30, 10), 0);
@@ -187,7 +261,7 @@ mod tests {
         let _ = now_ns(); // make sure the base exists
                           // 3.25 periods before the base: the 4th point is 0.75 periods after.
         if let Some(first) = base().checked_sub(period * 13 / 4) {
-            let due = first_period_ns(first, period_ns);
+            let due = first_period_ns(first, period);
             assert_eq!(due, deadline_ns(first + period * 4));
             assert!(due > 0 && due < period_ns, "{due}");
             // Its later runs stay on `first`'s grid.
@@ -195,9 +269,9 @@ mod tests {
             assert_eq!(later, deadline_ns(first + period * 8));
         }
         // On the base, and after it: the plain encoding.
-        assert_eq!(first_period_ns(base(), period_ns), 0);
+        assert_eq!(first_period_ns(base(), period), 0);
         let soon = Instant::now() + period;
-        assert_eq!(first_period_ns(soon, period_ns), deadline_ns(soon));
+        assert_eq!(first_period_ns(soon, period), deadline_ns(soon));
     }
 
     #[test]

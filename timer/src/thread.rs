@@ -582,13 +582,14 @@ impl TimerThread {
     where
         F: FnMut() + Send + 'static,
     {
-        let period = clock::duration_ns(period);
-        if period == 0 {
+        if period.is_zero() {
             return Err(TimerError::InvalidPeriod);
         }
+        // A period beyond the encoding (584 years) saturates: every run
+        // after the first is then beyond it too, and never comes.
         self.arm(
             clock::first_period_ns(first, period),
-            period,
+            clock::duration_ns(period),
             Callback::periodic(f),
             PrefetchHint::NONE,
         )

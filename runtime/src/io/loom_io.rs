@@ -10,6 +10,7 @@
 
 use crate::driver::{Direction, IoReadiness};
 use crate::loom::sync::atomic::{AtomicU32, Ordering};
+use crate::meta::activity::WaitOn;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::wait;
 use loom::sync::Arc;
@@ -50,6 +51,11 @@ fn read_all(s: &Socket, want: u32) -> u32 {
             seq,
             None,
             WaitPolicy::Interruptible,
+            WaitOn::Fd {
+                fd: -1,
+                read: true,
+                both: false,
+            },
         ) {
             Ok(()) | Err(crate::error::WaitError::WouldBlock) => {}
             Err(e) => panic!("the wait failed: {e}"),

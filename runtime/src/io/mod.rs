@@ -72,7 +72,26 @@ pub enum Interest {
 ///
 /// Like `poll(2)` it may return before the fd is ready (rarely): the
 /// caller's syscall then fails with `EAGAIN` again, and it waits again.
+///
+/// A task yields to its worker's other tasks once every 128 calls that
+/// complete without waiting (`wait_fd` on an fd that is ready, a socket
+/// call, an unbounded channel send: `docs/io.md`, "The cooperative
+/// budget"), so that a loop over an fd that is always ready does not hold
+/// its worker.
 pub fn wait_fd(
+    fd: BorrowedFd<'_>,
+    interest: Interest,
+    deadline: Option<Instant>,
+) -> io::Result<()> {
+    let r = wait_fd_inner(fd, interest, deadline);
+    // Every call spends the cooperative budget, as a socket call does
+    // (`source.rs`).
+    sched::coop::spend();
+    r
+}
+
+/// [`wait_fd`], without the cooperative budget.
+fn wait_fd_inner(
     fd: BorrowedFd<'_>,
     interest: Interest,
     deadline: Option<Instant>,

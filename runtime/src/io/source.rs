@@ -13,6 +13,16 @@
 //!   unwinds) blocks in `ppoll` for the fd, honouring its own deadline
 //!   scope and the timeout.
 //!
+//! Every operation spends one unit of the scheduler's cooperative budget
+//! (`sched/coop.rs`), as an unbounded channel send does: a task whose
+//! peer always has data ready (or room) never meets `EAGAIN`, nor does one
+//! that reads on after a short read while data keeps coming (its wait
+//! finds the sequence moved and returns at once), and either would
+//! otherwise hold its worker for good. Every 128 operations on a worker,
+//! the running task yields to the worker's other tasks. An operation that
+//! did wait spends its unit too: telling a wait that switched out from one
+//! that returned at once would cost more than the spare yield it saves.
+//!
 //! How a wait's end becomes an `io::Error` is [`wait_error`].
 
 use super::Interest;
@@ -164,7 +174,24 @@ impl<T: AsRawFd> IoSource<T> {
     /// from the first wait (or the instant given with it); `drains` says
     /// whether a result drained the direction (see
     /// [`do_stream_io`](Self::do_stream_io)).
+    ///
+    /// Every call spends one unit of the cooperative budget, however it
+    /// ends (see the module docs).
     pub(crate) fn do_io_until<R>(
+        &self,
+        dir: Direction,
+        timeout: Option<(Duration, Option<Instant>)>,
+        drains: impl Fn(&R) -> bool,
+        op: impl FnMut(&T) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let r = self.try_and_wait(dir, timeout, drains, op);
+        sched::coop::spend();
+        r
+    }
+
+    /// [`do_io_until`](Self::do_io_until)'s loop: try, and on `EAGAIN`
+    /// wait for readiness.
+    fn try_and_wait<R>(
         &self,
         dir: Direction,
         timeout: Option<(Duration, Option<Instant>)>,

@@ -3,7 +3,8 @@
 //! A runtime is a [`TaskControl`] (its shared state: workers and their
 //! inboxes, the 4 ParkingLots, the stack pool) and one [`TaskGroup`] per
 //! worker thread (its queues, its run loop, stealing, the idle protocol,
-//! idle polling). The stall watchdog and the workers' CPU affinity are
+//! idle polling). The stall watchdog, the workers' CPU affinity and the
+//! cooperative budget (`coop.rs`, for operations that never wait) are
 //! here too.
 //!
 //! Each worker owns an I/O poller of the driver layer (`crate::driver`),
@@ -21,6 +22,7 @@
 mod affinity;
 mod context;
 mod control;
+pub(crate) mod coop;
 mod group;
 mod idle;
 mod idle_poll;

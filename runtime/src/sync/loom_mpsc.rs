@@ -7,7 +7,10 @@
 //! wait timed out after it linked consumed no wake-up, so from the
 //! channel's side it is the same).
 
-use super::{channel, sync_channel, RecvError, RecvTimeoutError, SendErrorKind, TryRecvError};
+use super::{
+    channel, sync_channel, sync_channel_counted, Receiver, RecvError, RecvTimeoutError,
+    SendErrorKind, SyncSender, TryRecvError,
+};
 use loom::thread;
 use std::time::Instant;
 
@@ -36,16 +39,24 @@ fn loom_unbounded_send_wakes_parked_receiver() {
 /// A sender parks on a full bounded channel; the receiver's pop wakes it.
 #[test]
 fn loom_bounded_full_sender_is_woken() {
-    loom_model(|| {
-        let (tx, rx) = sync_channel::<u32>(1);
-        let t = thread::spawn(move || {
-            tx.send(1).unwrap();
-            tx.send(2).unwrap();
-        });
-        assert_eq!(rx.recv(), Ok(1));
-        assert_eq!(rx.recv(), Ok(2));
-        t.join().unwrap();
+    loom_model(|| bounded_full_sender_is_woken(sync_channel::<u32>(1)));
+}
+
+/// The same over a counted queue (a large bound's): the receiver lowers
+/// the count before its fence, the sender reads it after its own.
+#[test]
+fn loom_counted_full_sender_is_woken() {
+    loom_model(|| bounded_full_sender_is_woken(sync_channel_counted::<u32>(1)));
+}
+
+fn bounded_full_sender_is_woken((tx, rx): (SyncSender<u32>, Receiver<u32>)) {
+    let t = thread::spawn(move || {
+        tx.send(1).unwrap();
+        tx.send(2).unwrap();
     });
+    assert_eq!(rx.recv(), Ok(1));
+    assert_eq!(rx.recv(), Ok(2));
+    t.join().unwrap();
 }
 
 /// A receive whose deadline passes races a send: the message is received
@@ -73,29 +84,36 @@ fn loom_recv_deadline_racing_send_loses_nothing() {
 /// wake-up the pop made is not lost to the sender that gave up).
 #[test]
 fn loom_send_deadline_racing_recv_loses_no_wakeup() {
-    loom_model(|| {
-        let (tx, rx) = sync_channel::<u32>(1);
-        tx.send(0).unwrap();
-        let tx2 = tx.clone();
-        let timed = thread::spawn(move || match tx.send_deadline(1, Instant::now()) {
-            Ok(()) => true,
-            Err(e) => {
-                assert_eq!((e.kind(), e.into_inner()), (SendErrorKind::Timeout, 1));
-                false
-            }
-        });
-        let waiting = thread::spawn(move || tx2.send(2).unwrap());
-        assert_eq!(rx.recv(), Ok(0));
-        let sent = timed.join().unwrap();
-        let mut got: Vec<u32> = vec![rx.recv().unwrap()];
-        if sent {
-            got.push(rx.recv().unwrap());
+    loom_model(|| send_deadline_racing_recv_loses_no_wakeup(sync_channel::<u32>(1)));
+}
+
+/// The same over a counted queue.
+#[test]
+fn loom_counted_send_deadline_racing_recv_loses_no_wakeup() {
+    loom_model(|| send_deadline_racing_recv_loses_no_wakeup(sync_channel_counted::<u32>(1)));
+}
+
+fn send_deadline_racing_recv_loses_no_wakeup((tx, rx): (SyncSender<u32>, Receiver<u32>)) {
+    tx.send(0).unwrap();
+    let tx2 = tx.clone();
+    let timed = thread::spawn(move || match tx.send_deadline(1, Instant::now()) {
+        Ok(()) => true,
+        Err(e) => {
+            assert_eq!((e.kind(), e.into_inner()), (SendErrorKind::Timeout, 1));
+            false
         }
-        got.sort_unstable();
-        assert_eq!(got, if sent { vec![1, 2] } else { vec![2] });
-        waiting.join().unwrap();
-        assert_eq!(rx.recv(), Err(RecvError::Disconnected));
     });
+    let waiting = thread::spawn(move || tx2.send(2).unwrap());
+    assert_eq!(rx.recv(), Ok(0));
+    let sent = timed.join().unwrap();
+    let mut got: Vec<u32> = vec![rx.recv().unwrap()];
+    if sent {
+        got.push(rx.recv().unwrap());
+    }
+    got.sort_unstable();
+    assert_eq!(got, if sent { vec![1, 2] } else { vec![2] });
+    waiting.join().unwrap();
+    assert_eq!(rx.recv(), Err(RecvError::Disconnected));
 }
 
 /// Rendezvous: a blocking send returns once the receiver took the value.

@@ -41,6 +41,12 @@
 //!   a change (a version in a butex, bumped by each send); its waits are
 //!   ended by `interrupt` and `stop` too, as the channels'.
 //!
+//! The data the locks and the once-cell guard (`Mutex`, `RwLock`,
+//! `OnceCell`) lives in the loom shim's `UnsafeCell`: under `--cfg loom`
+//! loom's, so the models (`loom_mutex.rs`, `loom_rwlock.rs`,
+//! `loom_once_cell.rs`) check that each lock orders every access to its
+//! data, not only that its waiters wake.
+//!
 //! A task that waits while it unwinds (in a `Drop` run by a panic, or by the
 //! runtime's stop) cannot switch out mid-unwind: the wait blocks its worker
 //! thread, as on a plain thread. If only a task of that same worker can end
@@ -49,6 +55,8 @@
 mod barrier;
 #[cfg(all(test, loom))]
 mod loom_barrier;
+#[cfg(all(test, loom))]
+mod loom_mutex;
 #[cfg(all(test, loom))]
 mod loom_once_cell;
 #[cfg(all(test, loom))]
@@ -74,10 +82,10 @@ pub use semaphore::{OwnedSemaphorePermit, Semaphore, SemaphorePermit, TryAcquire
 
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
+use crate::loom::UnsafeCell;
 use crate::meta::activity::WaitOn;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::{self, Butex};
-use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::time::Instant;
@@ -89,7 +97,9 @@ const CONTENDED: u32 = 2;
 /// A mutual-exclusion lock whose waiters suspend (tasks) or park (threads).
 ///
 /// Unlike `std::sync::Mutex` it has no poisoning: a task that panics while
-/// holding it unlocks it as its guard drops.
+/// holding it unlocks it as its guard drops. Like std's, it is not
+/// reentrant: a task that locks it again while it holds it waits for
+/// itself for good.
 ///
 /// ```
 /// use spindle::sync::Mutex;
@@ -119,6 +129,8 @@ const CONTENDED: u32 = 2;
 /// ```
 pub struct Mutex<T: ?Sized> {
     state: Butex,
+    /// The guarded value, in the loom shim's cell: a loom model sees each
+    /// access a guard makes.
     value: UnsafeCell<T>,
 }
 
@@ -215,7 +227,9 @@ impl<T: ?Sized> Mutex<T> {
 
     /// The value, through a unique borrow (no locking needed).
     pub fn get_mut(&mut self) -> &mut T {
-        self.value.get_mut()
+        // SAFETY: `&mut self` is unique: no guard exists, nor any other
+        // access to the value.
+        self.value.with_mut(|v| unsafe { &mut *v })
     }
 
     fn unlock(&self) {
@@ -238,7 +252,7 @@ impl<T: ?Sized> Deref for MutexGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
         // SAFETY: the guard proves we hold the lock.
-        unsafe { &*self.mutex.value.get() }
+        self.mutex.value.with(|v| unsafe { &*v })
     }
 }
 
@@ -246,7 +260,7 @@ impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: the guard proves we hold the lock, and `&mut self` that
         // this is the only access through it.
-        unsafe { &mut *self.mutex.value.get() }
+        self.mutex.value.with_mut(|v| unsafe { &mut *v })
     }
 }
 

@@ -5,8 +5,10 @@
 //!
 //! A channel is one `Arc` holding a lock-free queue and two butexes. The
 //! queue is crossbeam's: a [`SegQueue`] (unbounded, [`channel`]), an
-//! [`ArrayQueue`] (bounded, [`sync_channel`] with a bound of 1 or more), or,
-//! for a bound of 0, a one-value rendezvous slot (`Slot`, below). A send
+//! [`ArrayQueue`] (bounded, [`sync_channel`] with a bound of 1 or more
+//! whose ring takes at most `RING_MAX_BYTES`), a `SegQueue` with a count
+//! of its messages (a larger bound: `Counted`, below), or, for a bound of
+//! 0, a one-value rendezvous slot (`Slot`, below). A send
 //! or a receive that does not have to wait is the queue's push or pop plus
 //! a fence and a load: no lock, no allocation beyond the queue's own
 //! blocks, no syscall. Only a side that has recorded itself as waiting is
@@ -37,6 +39,19 @@
 //! the receiver sees the count and bumps. The epoch is read after the
 //! fence, and acquires the bump it may read, so a sender that reads a bump
 //! also sees the pop that preceded it.
+//!
+//! **A large bound** is not a ring: an `ArrayQueue` allocates its whole
+//! ring at creation, so a bound of a billion would take gigabytes at once,
+//! and one near `usize::MAX` cannot be allocated at all (std's and
+//! crossbeam's bounded channels panic or abort there). Past
+//! `RING_MAX_BYTES` of ring the queue is `Counted`: a `SegQueue`, which
+//! grows and shrinks with what is queued, and a count of the slots taken.
+//! A send takes a slot by raising the count while it is below the bound
+//! (a CAS loop), then pushes; a receive pops, then lowers the count. So
+//! "full" is the count at the bound, and the handshake with a waiting
+//! sender is the ring's: the receiver lowers the count before its fence,
+//! the sender counts itself waiting before its fence and reads the count
+//! after it.
 //!
 //! **A rendezvous** (bound 0): a sender takes the slot (`Empty` to
 //! `Writing`), writes its value, publishes it (`Full`), wakes the receiver
@@ -122,42 +137,6 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Every this many unbounded sends on a worker thread, a sending task
-/// yields (tokio's cooperative budget does the same): an unbounded send
-/// never waits, so a task that sends in a loop would otherwise hold its
-/// worker for the whole loop, and a receiver (or other producers) queued on
-/// that worker would not run until it ends. 128 sends take 3-5 µs here,
-/// well within the grace a thief gives a worker held by one task before it
-/// takes that worker's new tasks (`sched/group.rs`, `STEAL_GRACE`, 10 µs:
-/// the two are tied by that measurement, not by code): so a producer in a
-/// loop does not look like a worker held up, and the tasks spawned with it
-/// start beside it, where the messages cost a local switch. A yield is
-/// about 50 ns, under 0.4 ns a send. Measured (`benches/placement.sh`), 4
-/// producers and a receiver spawned from a plain thread went from 21-26 M
-/// messages/s, with the consumer stolen in some runs, to 33-34 in every
-/// run (every 4096 sends, a producer held its worker 60-120 µs; every 256,
-/// 5-10 µs, and the consumer was still stolen now and then).
-const SENDS_BEFORE_YIELD: u32 = 128;
-
-std::thread_local! {
-    /// Unbounded sends made on this thread (see `SENDS_BEFORE_YIELD`).
-    static UNBOUNDED_SENDS: Cell<u32> = const { Cell::new(0) };
-}
-
-/// After an unbounded send: lets the worker's other tasks run, once every
-/// `SENDS_BEFORE_YIELD` sends (a task only, and one that may switch out).
-#[inline]
-fn yield_now_and_then() {
-    let due = UNBOUNDED_SENDS.with(|c| {
-        let n = c.get().wrapping_add(1);
-        c.set(n);
-        n % SENDS_BEFORE_YIELD == 0
-    });
-    if due && sched::suspendable_task().is_some() {
-        crate::task::yield_now();
-    }
-}
 
 #[cfg(not(loom))]
 use crossbeam_queue::{ArrayQueue, SegQueue};
@@ -245,10 +224,117 @@ struct TxWait {
     room: Butex,
 }
 
+// Sizes differ by a few cache lines (each queue pads its ends apart), but
+// a flavor is made once per channel, inside its `Arc`, and never moved:
+// a box would only add a pointer to chase on every send and receive.
+#[allow(clippy::large_enum_variant)]
 enum Flavor<T> {
     List(SegQueue<T>),
-    Array(ArrayQueue<T>),
+    Array(Bounded<T>),
     Zero(Slot<T>),
+}
+
+/// The most bytes a bounded channel's ring may take (the bound times a
+/// ring slot, the message and a stamp word): 256 KiB, a bound of 16 384
+/// for a `u64`. A larger bound is `Counted` (see the module docs).
+const RING_MAX_BYTES: usize = 256 * 1024;
+
+/// The queue of a channel with a bound of 1 or more, in the shape of
+/// `ArrayQueue` (a push fails when the bound is reached).
+enum Bounded<T> {
+    /// A ring allocated whole at creation.
+    Ring(ArrayQueue<T>),
+    /// A growing queue and a count (see the module docs).
+    Counted(Counted<T>),
+}
+
+/// A `SegQueue` holding at most `bound` messages: `len` counts the slots
+/// taken, raised by a send before its push, lowered by the receive after
+/// its pop.
+struct Counted<T> {
+    queue: SegQueue<T>,
+    /// Touched by every send and receive, as the queue's own ends are (on
+    /// lines of their own): not padded apart from `bound`, which is only
+    /// read.
+    len: AtomicUsize,
+    bound: usize,
+}
+
+impl<T> Bounded<T> {
+    /// A ring if its ring takes at most `RING_MAX_BYTES`, else a counted
+    /// queue.
+    fn new(bound: usize) -> Self {
+        let slot = std::mem::size_of::<T>() + std::mem::size_of::<usize>();
+        if bound.saturating_mul(slot) <= RING_MAX_BYTES {
+            Bounded::Ring(ArrayQueue::new(bound))
+        } else {
+            Bounded::counted(bound)
+        }
+    }
+
+    fn counted(bound: usize) -> Self {
+        Bounded::Counted(Counted {
+            queue: SegQueue::new(),
+            len: AtomicUsize::new(0),
+            bound,
+        })
+    }
+
+    /// Queues `value` if the bound allows; else gives it back.
+    #[inline]
+    fn push(&self, value: T) -> Result<(), T> {
+        match self {
+            Bounded::Ring(q) => q.push(value),
+            Bounded::Counted(c) => {
+                // Relaxed: the count decides only whether there is room;
+                // the message itself is published by the queue, and the
+                // waiting senders' handshake by fences (`notify_tx`,
+                // `wait_for_room`).
+                let taken = c
+                    .len
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                        (n < c.bound).then_some(n + 1)
+                    });
+                match taken {
+                    Ok(_) => {
+                        c.queue.push(value);
+                        Ok(())
+                    }
+                    Err(_) => Err(value),
+                }
+            }
+        }
+    }
+
+    /// The next message, if one is queued.
+    #[inline]
+    fn pop(&self) -> Option<T> {
+        match self {
+            Bounded::Ring(q) => q.pop(),
+            Bounded::Counted(c) => {
+                let v = c.queue.pop()?;
+                c.len.fetch_sub(1, Ordering::Relaxed);
+                Some(v)
+            }
+        }
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        match self {
+            Bounded::Ring(q) => q.is_empty(),
+            Bounded::Counted(c) => c.queue.is_empty(),
+        }
+    }
+
+    /// Whether a push would fail now.
+    #[inline]
+    fn is_full(&self) -> bool {
+        match self {
+            Bounded::Ring(q) => q.is_full(),
+            Bounded::Counted(c) => c.len.load(Ordering::Relaxed) >= c.bound,
+        }
+    }
 }
 
 /// A rendezvous channel's one value; see the module docs.
@@ -463,7 +549,8 @@ impl<T> Chan<T> {
             Flavor::List(q) => {
                 q.push(value);
                 self.notify_rx();
-                yield_now_and_then();
+                // It never waits: the cooperative budget (`sched/coop.rs`).
+                sched::coop::spend();
                 Ok(())
             }
             Flavor::Array(q) => self.send_array(q, value, deadline),
@@ -473,7 +560,7 @@ impl<T> Chan<T> {
 
     fn send_array(
         &self,
-        q: &ArrayQueue<T>,
+        q: &Bounded<T>,
         mut value: T,
         deadline: Option<Instant>,
     ) -> Result<(), SendError<T>> {
@@ -745,6 +832,12 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// full channel waits for room. With a `bound` of 0 it is a rendezvous
 /// channel: a send returns once the receiver has taken the value.
 ///
+/// Any bound is taken, up to `usize::MAX`: a small one is a ring allocated
+/// at once (256 KiB at most), a larger one a queue that grows and shrinks
+/// with the messages queued, so that a bound costs nothing until it is
+/// used (std's `sync_channel` allocates its whole bound at creation).
+/// `docs/errors.md`, "Bad input".
+///
 /// ```
 /// use spindle::sync::mpsc::{self, TrySendError};
 ///
@@ -764,8 +857,19 @@ pub fn sync_channel<T>(bound: usize) -> (SyncSender<T>, Receiver<T>) {
     let flavor = if bound == 0 {
         Flavor::Zero(Slot::new())
     } else {
-        Flavor::Array(ArrayQueue::new(bound))
+        Flavor::Array(Bounded::new(bound))
     };
+    sync_channel_of(flavor)
+}
+
+/// A bounded channel over a `Counted` queue whatever its bound, for the
+/// loom models (which otherwise see only rings).
+#[cfg(all(test, loom))]
+fn sync_channel_counted<T>(bound: usize) -> (SyncSender<T>, Receiver<T>) {
+    sync_channel_of(Flavor::Array(Bounded::counted(bound)))
+}
+
+fn sync_channel_of<T>(flavor: Flavor<T>) -> (SyncSender<T>, Receiver<T>) {
     let chan = Chan::new(flavor);
     (
         SyncSender { chan: chan.clone() },
@@ -823,8 +927,9 @@ fn clone_sender<T>(chan: &Arc<Chan<T>>) -> Arc<Chan<T>> {
 
 impl<T> Sender<T> {
     /// Queues `value` for the receiver; never waits (though a task yields to
-    /// its worker's other tasks once every 128 such sends, so that a
-    /// sending loop does not hold its worker). Fails, handing the
+    /// its worker's other tasks now and then, once every 128 operations
+    /// that complete without waiting, sends and socket calls alike, so that
+    /// a sending loop does not hold its worker). Fails, handing the
     /// value back, only if the receiver has been dropped (the error's kind
     /// is then always [`SendErrorKind::Disconnected`]). As with std, an
     /// `Ok` does not mean the value will be received: the receiver may go
@@ -1133,9 +1238,17 @@ impl RecvError {
         *self == RecvError::DeadlineExceeded
     }
 
-    /// Whether an interrupt (or a stop) ended the wait.
+    /// Whether [`interrupt`](crate::interrupt) ended the wait (not a stop:
+    /// see [`is_stopped`](Self::is_stopped)), as
+    /// [`WaitError::is_interrupted`].
     pub fn is_interrupted(&self) -> bool {
-        matches!(self, RecvError::Interrupted | RecvError::Stopped)
+        *self == RecvError::Interrupted
+    }
+
+    /// Whether the task has been [`stop`](crate::stop)ped, as
+    /// [`WaitError::is_stopped`].
+    pub fn is_stopped(&self) -> bool {
+        *self == RecvError::Stopped
     }
 
     /// A receive without a timeout of its own cannot time out; its wait's
@@ -1168,12 +1281,17 @@ impl RecvTimeoutError {
         *self == RecvTimeoutError::DeadlineExceeded
     }
 
-    /// Whether an interrupt (or a stop) ended the wait.
+    /// Whether [`interrupt`](crate::interrupt) ended the wait (not a stop:
+    /// see [`is_stopped`](Self::is_stopped)), as
+    /// [`WaitError::is_interrupted`].
     pub fn is_interrupted(&self) -> bool {
-        matches!(
-            self,
-            RecvTimeoutError::Interrupted | RecvTimeoutError::Stopped
-        )
+        *self == RecvTimeoutError::Interrupted
+    }
+
+    /// Whether the task has been [`stop`](crate::stop)ped, as
+    /// [`WaitError::is_stopped`].
+    pub fn is_stopped(&self) -> bool {
+        *self == RecvTimeoutError::Stopped
     }
 }
 
@@ -1327,12 +1445,17 @@ impl<T> SendError<T> {
         self.kind == SendErrorKind::DeadlineExceeded
     }
 
-    /// Whether an interrupt (or a stop) ended the wait.
+    /// Whether [`interrupt`](crate::interrupt) ended the wait (not a stop:
+    /// see [`is_stopped`](Self::is_stopped)), as
+    /// [`WaitError::is_interrupted`].
     pub fn is_interrupted(&self) -> bool {
-        matches!(
-            self.kind,
-            SendErrorKind::Interrupted | SendErrorKind::Stopped
-        )
+        self.kind == SendErrorKind::Interrupted
+    }
+
+    /// Whether the task has been [`stop`](crate::stop)ped, as
+    /// [`WaitError::is_stopped`].
+    pub fn is_stopped(&self) -> bool {
+        self.kind == SendErrorKind::Stopped
     }
 }
 

@@ -13,11 +13,11 @@
 
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
+use crate::loom::UnsafeCell;
 use crate::meta::activity::WaitOn;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::deadline::without_scope;
 use crate::wait::{self, Butex};
-use std::cell::UnsafeCell;
 use std::convert::Infallible;
 use std::fmt;
 use std::mem::MaybeUninit;
@@ -87,6 +87,8 @@ const WAITERS: u32 = 4;
 /// ```
 pub struct OnceCell<T> {
     state: Butex,
+    /// The value once written, in the loom shim's cell: a loom model sees
+    /// the initializer's write and every read.
     value: UnsafeCell<MaybeUninit<T>>,
 }
 
@@ -130,7 +132,7 @@ impl<T> OnceCell<T> {
         if self.is_complete() {
             // SAFETY: COMPLETE, loaded with Acquire, publishes the value,
             // which is never written again while the cell is shared.
-            Some(unsafe { (*self.value.get()).assume_init_ref() })
+            Some(self.value.with(|v| unsafe { (*v).assume_init_ref() }))
         } else {
             None
         }
@@ -140,7 +142,7 @@ impl<T> OnceCell<T> {
     pub fn get_mut(&mut self) -> Option<&mut T> {
         if self.is_complete() {
             // SAFETY: COMPLETE: the value is written; `&mut self` is unique.
-            Some(unsafe { self.value.get_mut().assume_init_mut() })
+            Some(self.value.with_mut(|v| unsafe { (*v).assume_init_mut() }))
         } else {
             None
         }
@@ -237,8 +239,9 @@ impl<T> OnceCell<T> {
         if self.is_complete() {
             self.state.value().store(EMPTY, Ordering::Relaxed);
             // SAFETY: it was COMPLETE, so the value is written; the phase
-            // is EMPTY now, so nothing reads or drops it again.
-            Some(unsafe { self.value.get_mut().assume_init_read() })
+            // is EMPTY now, so nothing reads or drops it again; `&mut self`
+            // is unique.
+            Some(self.value.with_mut(|v| unsafe { (*v).assume_init_read() }))
         } else {
             None
         }
@@ -293,7 +296,7 @@ impl<T> OnceCell<T> {
         std::mem::forget(reset);
         // SAFETY: we moved the phase to RUNNING, so nobody else writes or
         // reads the value until we publish COMPLETE below.
-        unsafe { (*self.value.get()).write(value) };
+        self.value.with_mut(|v| unsafe { (*v).write(value) });
         let prev = self.state.value().swap(COMPLETE, Ordering::Release);
         if prev & WAITERS != 0 {
             self.state.wake_all();
@@ -355,8 +358,9 @@ impl<T> Drop for Reset<'_, T> {
 impl<T> Drop for OnceCell<T> {
     fn drop(&mut self) {
         if self.is_complete() {
-            // SAFETY: COMPLETE: the value is written, and dropped only here.
-            unsafe { self.value.get_mut().assume_init_drop() };
+            // SAFETY: COMPLETE: the value is written, and dropped only here;
+            // `&mut self` is unique.
+            self.value.with_mut(|v| unsafe { (*v).assume_init_drop() });
         }
     }
 }

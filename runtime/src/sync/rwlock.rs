@@ -27,10 +27,10 @@
 use super::{Mutex, MutexGuard};
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
+use crate::loom::UnsafeCell;
 use crate::meta::activity::WaitOn;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::{self, Butex};
-use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::time::Instant;
@@ -91,6 +91,8 @@ pub struct RwLock<T: ?Sized> {
     drained: Butex,
     /// Queues writers: its holder is the only one that sets `WRITER`.
     writers: Mutex<()>,
+    /// The guarded value, in the loom shim's cell: a loom model sees each
+    /// access a guard makes.
     value: UnsafeCell<T>,
 }
 
@@ -306,7 +308,9 @@ impl<T: ?Sized> RwLock<T> {
 
     /// The value, through a unique borrow (no locking needed).
     pub fn get_mut(&mut self) -> &mut T {
-        self.value.get_mut()
+        // SAFETY: `&mut self` is unique: no guard exists, nor any other
+        // access to the value.
+        self.value.with_mut(|v| unsafe { &mut *v })
     }
 
     fn read_unlock(&self) {
@@ -357,7 +361,7 @@ impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
         // SAFETY: the guard proves a read lock: no writer has `&mut T`.
-        unsafe { &*self.lock.value.get() }
+        self.lock.value.with(|v| unsafe { &*v })
     }
 }
 
@@ -377,7 +381,7 @@ impl<T: ?Sized> Deref for RwLockWriteGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
         // SAFETY: the guard proves the write lock: nobody else has access.
-        unsafe { &*self.lock.value.get() }
+        self.lock.value.with(|v| unsafe { &*v })
     }
 }
 
@@ -385,7 +389,7 @@ impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: the guard proves the write lock, and `&mut self` that
         // this is the only access through it.
-        unsafe { &mut *self.lock.value.get() }
+        self.lock.value.with_mut(|v| unsafe { &mut *v })
     }
 }
 
