@@ -814,7 +814,8 @@ impl From<SleepError> for Dropped {
 /// Serves one request, in its own task, under its deadline; the reply.
 fn handle(id: u64, key: u64, deadline: Option<Instant>, ctx: &Ctx) -> Frame {
     let stats = &ctx.stats;
-    if deadline.is_some_and(|d| Instant::now() >= d) {
+    let passed = || deadline.is_some_and(|d| Instant::now() >= d);
+    if passed() {
         stats.dropped_before.fetch_add(1, Relaxed);
         stats.expired.fetch_add(1, Relaxed);
         return Frame::control(id, Kind::Expired);
@@ -832,27 +833,21 @@ fn handle(id: u64, key: u64, deadline: Option<Instant>, ctx: &Ctx) -> Frame {
         Ok(value)
     };
     match work() {
-        // Finished, but too late: nobody waits for it.
-        Ok(_) if deadline.is_some_and(|d| Instant::now() > d) => {
-            stats.dropped_during.fetch_add(1, Relaxed);
-            stats.expired.fetch_add(1, Relaxed);
-            Frame::control(id, Kind::Expired)
-        }
-        Ok(value) => {
+        Ok(value) if !passed() => {
             stats.ok.fetch_add(1, Relaxed);
             Frame::ok(id, value)
-        }
-        Err(Dropped::Deadline) => {
-            stats.dropped_during.fetch_add(1, Relaxed);
-            stats.expired.fetch_add(1, Relaxed);
-            Frame::control(id, Kind::Expired)
         }
         Err(Dropped::Stopped) => {
             stats.cancelled.fetch_add(1, Relaxed);
             Frame::control(id, Kind::Cancelled)
         }
-        Err(Dropped::Backend) => {
-            stats.backend_errors.fetch_add(1, Relaxed);
+        // Cut short by the deadline, or done after it (nobody waits then).
+        other => {
+            let why = match other {
+                Err(Dropped::Backend) => &stats.backend_errors,
+                _ => &stats.dropped_during,
+            };
+            why.fetch_add(1, Relaxed);
             stats.expired.fetch_add(1, Relaxed);
             Frame::control(id, Kind::Expired)
         }
