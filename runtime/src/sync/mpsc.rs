@@ -491,16 +491,19 @@ impl<T> Chan<T> {
                 if let Some(v) = self.pop() {
                     return Ok(v);
                 }
-            }
-            // Looks spaced out, each gap twice the last (up to 64 pauses):
-            // a receiver that polls the queue's tail without a break
-            // would pull its line away from the producer at every push.
-            for step in 0..SPINS {
-                for _ in 0..1u32 << step.min(6) {
-                    std::hint::spin_loop();
-                }
-                if let Some(v) = self.pop() {
-                    return Ok(v);
+            } else {
+                // Looks spaced out, each gap twice the last (up to 64
+                // pauses): a receiver that polls the queue's tail without
+                // a break would pull its line away from the producer at
+                // every push. (Not a task: its spin would hold its worker
+                // from every other task there, some 10 µs a receive.)
+                for step in 0..SPINS {
+                    for _ in 0..1u32 << step.min(6) {
+                        std::hint::spin_loop();
+                    }
+                    if let Some(v) = self.pop() {
+                        return Ok(v);
+                    }
                 }
             }
         }
