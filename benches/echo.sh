@@ -24,8 +24,10 @@
 # thread-per-connection server all its threads) pinned with `taskset` to one
 # CPU, and the client is pinned to another: a server's figures are then
 # what one core of it does, not a share of CPUs it contends for with the
-# client. Every cell is the median of its runs, metric by metric. The
-# tables go to stdout, progress to stderr:
+# client. Each run starts every server afresh, the systems taking turns run
+# by run so that the machine's drift hits them alike; every cell is the
+# median of its runs, metric by metric. The tables go to stdout, progress
+# to stderr:
 #
 #   - requests/s and p50/p99 round-trip latency, with each system's rps over
 #     the best peer's (the highest of the systems other than spindle) and its
@@ -172,24 +174,36 @@ median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]; 
 rss_kib() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
 
 # ---------------------------------------------------------------- load
+# Run by run, each system's server fresh for each run, so that the machine's
+# drift over the whole measurement hits every system alike.
+lines="$work/lines.tsv"       # system conns size client-line
 results="$work/results.tsv"   # system conns size rps p50 p99 errors
-for sys in $available; do
-  start_server "$sys" || continue
-  log "$sys: listening on $server_addr"
-  for conns in $conns_list; do
-    for size in $sizes; do
-      : >"$work/runs"
-      for run in $(seq "$runs"); do
+for run in $(seq "$runs"); do
+  for sys in $available; do
+    start_server "$sys" || continue
+    log "run $run of $runs: $sys listening on $server_addr"
+    for conns in $conns_list; do
+      for size in $sizes; do
         line=$("${client_cpu[@]}" "$bin/echo_client" --addr "$server_addr" --conns "$conns" --size "$size" \
           --secs "$secs" --warmup "$warmup" | tail -n 1) || true
         log "  $sys run $run: ${line:-client failed}"
-        [ -n "$line" ] && echo "$line" >>"$work/runs"
+        [ -n "$line" ] && printf '%s\t%s\t%s\t%s\n' "$sys" "$conns" "$size" "$line" >>"$lines"
         if [ -n "$csv" ] && [ -n "$line" ]; then
           for k in rps p50_us p99_us; do
             printf '%s,%sx%s,%s,%s,%s,%s\n' "$source" "$conns" "$size" "$sys" "$k" "$(field "$k" "$line")" "$run" >>"$csv"
           done
         fi
       done
+    done
+    stop_server
+  done
+done
+for sys in $available; do
+  for conns in $conns_list; do
+    for size in $sizes; do
+      awk -F'\t' -v s="$sys" -v c="$conns" -v z="$size" '$1 == s && $2 == c && $3 == z {print $4}' \
+        "$lines" 2>/dev/null >"$work/runs" || true
+      [ -s "$work/runs" ] || continue
       cell=""
       for k in rps p50_us p99_us; do
         cell+=$'\t'$(while read -r l; do field "$k" "$l"; done <"$work/runs" | median)
@@ -198,7 +212,6 @@ for sys in $available; do
       printf '%s\t%s\t%s%s\n' "$sys" "$conns" "$size" "$cell" >>"$results"
     done
   done
-  stop_server
 done
 
 # ---------------------------------------------------------------- idle memory

@@ -21,8 +21,9 @@
 //! `report plot` draws, from such a file, each figure's median over its runs
 //! as a bar, with a whisker to the worst run (the highest time, the lowest
 //! rate), and writes one SVG per plot into `--out`; the machine the run came
-//! from (`--machine`, `key: value` lines written by `report.sh`) is printed
-//! under every plot. It also prints, as Markdown, the table behind each plot
+//! from (`--machine`, written by `report.sh`: a line for the machine, then
+//! `PART: commit …, load average …` for each part of the run) is printed
+//! under every plot, with the lines of the parts the plot draws. It also prints, as Markdown, the table behind each plot
 //! with spindle's ratio to each peer (from the medians), for the text around
 //! the plots. A plot whose figures are missing from the file is skipped
 //! with a message.
@@ -474,10 +475,34 @@ impl Panel {
     }
 }
 
+/// The machine a run came from, as `report.sh` writes it.
+#[derive(Debug)]
+struct Machine {
+    /// CPUs, model, kernel, toolchains.
+    line: String,
+    /// Per part of the run (`runtime`, `echo`, …): its commit and load.
+    parts: Vec<(String, String)>,
+}
+
+impl Machine {
+    fn load(path: &str) -> Result<Machine> {
+        let text = fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+        let line = lines.next().unwrap_or_default().to_string();
+        let parts = lines
+            .filter_map(|l| l.split_once(": "))
+            .map(|(p, rest)| (p.to_string(), rest.to_string()))
+            .collect();
+        Ok(Machine { line, parts })
+    }
+}
+
 /// A whole plot: panels in a grid, a legend, the machine underneath.
 #[derive(Debug)]
 struct Figure {
     file: &'static str,
+    /// The parts of `report.sh` whose figures it draws.
+    parts: &'static [&'static str],
     title: String,
     size: (u32, u32),
     /// Panels per row.
@@ -491,13 +516,25 @@ struct Figure {
 const FONT: &str = "sans-serif";
 
 impl Figure {
-    fn draw(&self, out: &Path, machine: &[String]) -> Result<PathBuf> {
+    fn draw(&self, out: &Path, machine: &Machine) -> Result<PathBuf> {
         let path = out.join(self.file);
         let file = path.clone();
         let root = SVGBackend::new(&file, self.size).into_drawing_area();
         root.fill(&WHITE)?;
-        let footer_lines = self.notes.len() + machine.len().min(1);
-        let footer_h = 18 * footer_lines as u32 + 12;
+        let mut lines: Vec<String> = self.notes.clone();
+        lines.push(format!("Machine: {}", machine.line));
+        let runs: Vec<String> = machine
+            .parts
+            .iter()
+            .filter(|(p, _)| self.parts.contains(&p.as_str()))
+            .map(|(p, rest)| format!("{p}: {rest}"))
+            .collect();
+        if !runs.is_empty() {
+            lines.push(format!("Run: {}", runs.join("; ")));
+        }
+        // About 7 pixels a character at the footer's size.
+        let lines = wrap(&lines, (self.size.0 as usize - 28) / 7);
+        let footer_h = 18 * lines.len() as u32 + 12;
         let (body, footer) = root.split_vertically(self.size.1 - footer_h);
         let (head, body) = body.split_vertically(62);
         head.draw(&Text::new(
@@ -513,10 +550,6 @@ impl Figure {
             draw_panel(panel, area)?;
         }
         let small = TextStyle::from((FONT, 14).into_font()).color(&RGBColor(60, 60, 60));
-        let mut lines: Vec<String> = self.notes.clone();
-        if !machine.is_empty() {
-            lines.push(format!("Machine: {}", machine.join("; ")));
-        }
         for (i, line) in lines.iter().enumerate() {
             footer.draw(&Text::new(line.as_str(), (14, 6 + 18 * i as i32), small.clone()))?;
         }
@@ -687,11 +720,7 @@ where
 /// `report plot`: every figure the results hold.
 fn plot_all(flags: &Flags) -> Result<()> {
     let results = Results::load(flags.need("csv")?)?;
-    let machine: Vec<String> = fs::read_to_string(flags.need("machine")?)?
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(str::to_string)
-        .collect();
+    let machine = Machine::load(flags.need("machine")?)?;
     let out = PathBuf::from(flags.need("out")?);
     fs::create_dir_all(&out)?;
     for figure in figures(&results) {
@@ -865,6 +894,7 @@ fn figures(r: &Results) -> Vec<Figure> {
     vec![
         Figure {
             file: "cost_per_op.svg",
+            parts: &["runtime"],
             title: "Cost per operation, 2 workers each (lower is better)".into(),
             size: (1000, 620),
             columns: 1,
@@ -877,6 +907,7 @@ fn figures(r: &Results) -> Vec<Figure> {
         },
         Figure {
             file: "sleep_lateness.svg",
+            parts: &["sleep"],
             title: "How late a lone sleeper wakes, 2 workers each (lower is better)".into(),
             size: (1200, 600),
             columns: 2,
@@ -889,6 +920,7 @@ fn figures(r: &Results) -> Vec<Figure> {
         },
         Figure {
             file: "sleep_loads.svg",
+            parts: &["sleep_cpu"],
             title: "Many sleepers: lateness and CPU per sleep, 2 workers each (lower is better)".into(),
             size: (1400, 600),
             columns: 3,
@@ -900,6 +932,7 @@ fn figures(r: &Results) -> Vec<Figure> {
         },
         Figure {
             file: "echo_per_core.svg",
+            parts: &["echo"],
             title: "TCP echo per core: the server on one CPU with one worker, the client on the other".into(),
             size: (1200, 960),
             columns: 1,
@@ -912,6 +945,7 @@ fn figures(r: &Results) -> Vec<Figure> {
         },
         Figure {
             file: "memory_per_task.svg",
+            parts: &["echo", "cold_start"],
             title: "Resident memory per idle connection and per sleeping task (lower is better)".into(),
             size: (1200, 600),
             columns: 2,
@@ -923,6 +957,26 @@ fn figures(r: &Results) -> Vec<Figure> {
             ],
         },
     ]
+}
+
+/// `lines` broken at spaces into lines of at most `width` characters (a word
+/// longer than that stays whole), continuations indented.
+fn wrap(lines: &[String], width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in lines {
+        let mut cur = String::new();
+        for word in line.split(' ') {
+            if !cur.is_empty() && cur.chars().count() + 1 + word.chars().count() > width {
+                out.push(std::mem::take(&mut cur));
+                cur.push_str("    ");
+            } else if !cur.is_empty() && !cur.ends_with("    ") {
+                cur.push(' ');
+            }
+            cur.push_str(word);
+        }
+        out.push(cur);
+    }
+    out
 }
 
 /// `10000` as `10 000`.
@@ -983,5 +1037,7 @@ mod tests {
         let st = r.stat("s", "c", "x", "m", Better::Higher).unwrap();
         assert_eq!(st.worst, 1.0);
         assert_eq!(thousands("10000"), "10 000");
+        let w = wrap(&["aaa bbb ccc".to_string()], 7);
+        assert_eq!(w, vec!["aaa bbb".to_string(), "    ccc".to_string()]);
     }
 }
