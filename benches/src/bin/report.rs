@@ -203,6 +203,7 @@ struct Row {
     system: String,
     metric: String,
     value: f64,
+    run: u32,
 }
 
 /// Which way a figure is better: what its worst run is.
@@ -215,11 +216,31 @@ enum Better {
 }
 
 /// A figure over its runs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Stat {
     median: f64,
     worst: f64,
     runs: usize,
+    /// Each run's value, by run number: for ratios within a run.
+    by_run: Vec<(u32, f64)>,
+}
+
+impl Stat {
+    /// The median over the runs both figures have of this one's value over
+    /// the other's in the same run (the runs of a part are interleaved, so
+    /// a run's figures met the same machine); `None` if they share no run.
+    fn ratio(&self, other: &Stat) -> Option<f64> {
+        let mut r: Vec<f64> = self
+            .by_run
+            .iter()
+            .filter_map(|&(run, a)| {
+                let (_, b) = other.by_run.iter().find(|&&(r, _)| r == run)?;
+                (*b > 0.0).then(|| a / b)
+            })
+            .collect();
+        r.sort_by(f64::total_cmp);
+        r.get(r.len().checked_sub(1)? / 2).copied()
+    }
 }
 
 #[derive(Debug)]
@@ -234,7 +255,7 @@ impl Results {
             if line.is_empty() || f[0] == "source" {
                 continue;
             }
-            let [source, case, system, metric, value, _run] = f[..] else {
+            let [source, case, system, metric, value, run] = f[..] else {
                 return Err(format!("{path}:{}: not 6 fields: {line}", i + 1).into());
             };
             rows.push(Row {
@@ -245,6 +266,9 @@ impl Results {
                 value: value
                     .parse()
                     .map_err(|e| format!("{path}:{}: {value}: {e}", i + 1))?,
+                run: run
+                    .parse()
+                    .map_err(|e| format!("{path}:{}: {run}: {e}", i + 1))?,
             });
         }
         Ok(Results(rows))
@@ -253,17 +277,18 @@ impl Results {
     /// The median and the worst of one figure's runs (the lower middle of
     /// an even count, as the scripts take it).
     fn stat(&self, source: &str, case: &str, system: &str, metric: &str, b: Better) -> Option<Stat> {
-        let mut v: Vec<f64> = self
+        let by_run: Vec<(u32, f64)> = self
             .0
             .iter()
             .filter(|r| {
                 r.source == source && r.case == case && r.system == system && r.metric == metric
             })
-            .map(|r| r.value)
+            .map(|r| (r.run, r.value))
             .collect();
-        if v.is_empty() {
+        if by_run.is_empty() {
             return None;
         }
+        let mut v: Vec<f64> = by_run.iter().map(|&(_, v)| v).collect();
         v.sort_by(f64::total_cmp);
         let worst = match b {
             Better::Lower => v[v.len() - 1],
@@ -273,6 +298,7 @@ impl Results {
             median: v[(v.len() - 1) / 2],
             worst,
             runs: v.len(),
+            by_run,
         })
     }
 }
@@ -421,6 +447,9 @@ impl Panel {
             for st in stats.iter_mut().flatten() {
                 st.median *= k;
                 st.worst *= k;
+                for (_, v) in &mut st.by_run {
+                    *v *= k;
+                }
             }
         }
         self
@@ -431,7 +460,8 @@ impl Panel {
     }
 
     /// The Markdown table of this panel: median (worst, runs) per system and
-    /// category, then spindle's median over each peer's.
+    /// category, then spindle's ratio to each peer: the median over the runs
+    /// of spindle's figure over the peer's in the same run.
     fn table(&self) -> String {
         let mut s = format!("### {}\n\n| system |", self.title);
         for c in &self.categories {
@@ -462,9 +492,12 @@ impl Panel {
                 write!(s, "| spindle ÷ {} |", system.label).unwrap();
                 for (a, b) in ours.iter().zip(stats) {
                     match (a, b) {
-                        (Some(a), Some(b)) if b.median > 0.0 => {
-                            write!(s, " {:.2}× |", a.median / b.median).unwrap()
-                        }
+                        (Some(a), Some(b)) => match a.ratio(b) {
+                            // Two significant digits for the small ones.
+                            Some(r) if r < 0.1 => write!(s, " {r:.3}× |").unwrap(),
+                            Some(r) => write!(s, " {r:.2}× |").unwrap(),
+                            None => s.push_str(" – |"),
+                        },
                         _ => s.push_str(" – |"),
                     }
                 }
@@ -1024,16 +1057,28 @@ mod tests {
 
     #[test]
     fn median_and_worst() {
-        let row = |v: f64| Row {
+        let row = |system: &str, v: f64, run: u32| Row {
             source: "s".into(),
             case: "c".into(),
-            system: "x".into(),
+            system: system.into(),
             metric: "m".into(),
             value: v,
+            run,
         };
-        let r = Results(vec![row(3.0), row(1.0), row(2.0), row(9.0)]);
+        let r = Results(vec![
+            row("x", 3.0, 1),
+            row("x", 1.0, 2),
+            row("x", 2.0, 3),
+            row("x", 9.0, 4),
+            row("y", 6.0, 1),
+            row("y", 1.0, 2),
+            row("y", 8.0, 3),
+        ]);
         let st = r.stat("s", "c", "x", "m", Better::Lower).unwrap();
         assert_eq!((st.median, st.worst, st.runs), (2.0, 9.0, 4));
+        let y = r.stat("s", "c", "y", "m", Better::Lower).unwrap();
+        // Runs 1-3 in common: 0.5, 1.0, 0.25.
+        assert_eq!(st.ratio(&y), Some(0.5));
         let st = r.stat("s", "c", "x", "m", Better::Higher).unwrap();
         assert_eq!(st.worst, 1.0);
         assert_eq!(thousands("10000"), "10 000");
