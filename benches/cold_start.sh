@@ -19,18 +19,21 @@
 #     program: it has no join handles).
 #
 # Every cell is the median of its runs; the last column is spindle's over
-# the best peer's (below 1 is better for time, for memory too).
+# the best peer's (below 1 is better for time, for memory too). With
+# --csv FILE every run's figures are also appended to FILE, one per line, as
+# `source,case,system,metric,value,run` (what benches/report.sh plots).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-runs=3 sleepers_1m=1000000 sleepers=100000 spawns=200000
+runs=3 sleepers_1m=1000000 sleepers=100000 spawns=200000 csv=""
 systems="spindle tokio go"
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) runs=1 sleepers_1m=0 sleepers=100000 spawns=20000; shift ;;
     --runs) runs=$2; shift 2 ;;
     --systems) systems=$2; shift 2 ;;
-    *) echo "usage: $0 [--quick] [--runs N] [--systems LIST]" >&2; exit 2 ;;
+    --csv) csv=$2; shift 2 ;;
+    *) echo "usage: $0 [--quick] [--runs N] [--systems LIST] [--csv FILE]" >&2; exit 2 ;;
   esac
 done
 
@@ -58,18 +61,22 @@ for run in $(seq "$runs"); do
       else
         line=$("$rust_bin" "$sys" "$arg" "$n" 2>/dev/null)
       fi
-      echo "$label $sys $line" >>"$results"
+      echo "$label $sys $line run=$run" >>"$results"
     done
   done
 done
 
-python3 - "$results" "$systems" <<'PY'
+python3 - "$results" "$systems" "$csv" <<'PY'
 import re, statistics, sys
 rows = {}
+csv = open(sys.argv[3], "a") if sys.argv[3] else None
 for line in open(sys.argv[1]):
     label, system, rest = line.split(None, 2)
     kv = dict(re.findall(r"(\w+)=(\S+)", rest))
     rows.setdefault((label, system), []).append(kv)
+    for key in ("wall_ms", "ns_per_task", "kib_per_task"):
+        if csv and kv.get(key, "-") != "-":
+            csv.write(f"cold_start,{label},{system},{key},{kv[key]},{kv['run']}\n")
 systems = sys.argv[2].split()
 labels = list(dict.fromkeys(l for l, _ in rows))
 def med(label, system, key):

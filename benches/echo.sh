@@ -7,15 +7,27 @@
 #                                   # cell; conns 1, 64, 1000 x 64 B, 4 KiB
 #   bash benches/echo.sh --quick    # 1 run of 1 s, conns 1 and 64 (for CI;
 #                                   # the idle measurement is the same)
+#   bash benches/echo.sh --per-core # each server on one CPU with one worker,
+#                                   # the client alone on another
 #
 # Other flags: --runs N, --secs S, --warmup S, --conns "1 64 1000",
 # --sizes "64 4096", --systems "spindle tokio may threads go" (and
 # spindle-1w, spindle with one worker), --idle N
-# (idle connections for the memory measurement; 0 skips it).
+# (idle connections for the memory measurement; 0 skips it), --cpus "A B"
+# (the server's and the client's CPU with --per-core; default "0 1"),
+# --csv FILE (append every run's figures to FILE, one per line, as
+# `source,case,system,metric,value,run`: what benches/report.sh plots).
 #
-# Each server runs with 2 worker threads (GOMAXPROCS=2 for Go) on a port of
-# its own; every cell is the median of its runs, metric by metric. The
-# tables go to stdout, progress to stderr:
+# Each server runs with 2 worker threads (GOMAXPROCS=2 for Go, ECHO_WORKERS
+# for the Rust runtimes) on a port of its own, the client and the server on
+# any CPU. With --per-core each server has one worker (GOMAXPROCS=1; the
+# thread-per-connection server all its threads) pinned with `taskset` to one
+# CPU, and the client is pinned to another: a server's figures are then
+# what one core of it does, not a share of CPUs it contends for with the
+# client. Each run starts every server afresh, the systems taking turns run
+# by run so that the machine's drift hits them alike; every cell is the
+# median of its runs, metric by metric. The tables go to stdout, progress
+# to stderr:
 #
 #   - requests/s and p50/p99 round-trip latency, with each system's rps over
 #     the best peer's (the highest of the systems other than spindle) and its
@@ -35,21 +47,35 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 runs=3 secs=5 warmup=1 conns_list="1 64 1000" sizes="64 4096" idle=10000
-systems="spindle spindle-1w tokio may threads go"
+systems="spindle spindle-1w tokio may threads go" systems_given=""
+per_core="" cpus="0 1" csv=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) runs=1 secs=1 warmup=0.2 conns_list="1 64"; shift ;;
+    --per-core) per_core=1; shift ;;
+    --cpus) cpus=$2; shift 2 ;;
+    --csv) csv=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --secs) secs=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
     --conns) conns_list=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
-    --systems) systems=$2; shift 2 ;;
+    --systems) systems=$2; systems_given=1; shift 2 ;;
     --idle) idle=$2; shift 2 ;;
-    *) echo "usage: $0 [--quick] [--runs N] [--secs S] [--warmup S] [--conns LIST] [--sizes LIST] [--systems LIST] [--idle N]" >&2
+    *) echo "usage: $0 [--quick] [--per-core] [--cpus \"A B\"] [--runs N] [--secs S] [--warmup S] [--conns LIST] [--sizes LIST] [--systems LIST] [--idle N] [--csv FILE]" >&2
        exit 2 ;;
   esac
 done
+
+# workers: each server's worker threads (GOMAXPROCS for Go); server_cpu and
+# client_cpu: `taskset` prefixes (empty: any CPU).
+workers=2 server_cpu=() client_cpu=() source=echo
+if [ -n "$per_core" ]; then
+  read -r a b <<<"$cpus"
+  workers=1 server_cpu=(taskset -c "$a") client_cpu=(taskset -c "$b") source=echo_per_core
+  # With one worker each, spindle-1w is spindle.
+  [ -z "$systems_given" ] && systems="spindle tokio may threads go"
+fi
 
 log() { printf '%s\n' "$*" >&2; }
 
@@ -117,10 +143,10 @@ server_pid="" server_addr=""
 start_server() {
   local sys=$1 out="$work/$1.out"
   case "$sys" in
-    go) GOMAXPROCS=2 "$bin/echo_server_go" --addr 127.0.0.1:0 >"$out" 2>&1 & ;;
+    go) GOMAXPROCS=$workers "${server_cpu[@]}" "$bin/echo_server_go" --addr 127.0.0.1:0 >"$out" 2>&1 & ;;
     spindle-1w)
-      SPINDLE_WORKERS=1 "$bin/echo_spindle" --addr 127.0.0.1:0 >"$out" 2>&1 & ;;
-    *) "$bin/echo_$sys" --addr 127.0.0.1:0 >"$out" 2>&1 & ;;
+      ECHO_WORKERS=1 "${server_cpu[@]}" "$bin/echo_spindle" --addr 127.0.0.1:0 >"$out" 2>&1 & ;;
+    *) ECHO_WORKERS=$workers "${server_cpu[@]}" "$bin/echo_$sys" --addr 127.0.0.1:0 >"$out" 2>&1 & ;;
   esac
   server_pid=$!
   pids+=("$server_pid")
@@ -148,19 +174,36 @@ median() { sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]; 
 rss_kib() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
 
 # ---------------------------------------------------------------- load
+# Run by run, each system's server fresh for each run, so that the machine's
+# drift over the whole measurement hits every system alike.
+lines="$work/lines.tsv"       # system conns size client-line
 results="$work/results.tsv"   # system conns size rps p50 p99 errors
-for sys in $available; do
-  start_server "$sys" || continue
-  log "$sys: listening on $server_addr"
-  for conns in $conns_list; do
-    for size in $sizes; do
-      : >"$work/runs"
-      for run in $(seq "$runs"); do
-        line=$("$bin/echo_client" --addr "$server_addr" --conns "$conns" --size "$size" \
+for run in $(seq "$runs"); do
+  for sys in $available; do
+    start_server "$sys" || continue
+    log "run $run of $runs: $sys listening on $server_addr"
+    for conns in $conns_list; do
+      for size in $sizes; do
+        line=$("${client_cpu[@]}" "$bin/echo_client" --addr "$server_addr" --conns "$conns" --size "$size" \
           --secs "$secs" --warmup "$warmup" | tail -n 1) || true
         log "  $sys run $run: ${line:-client failed}"
-        [ -n "$line" ] && echo "$line" >>"$work/runs"
+        [ -n "$line" ] && printf '%s\t%s\t%s\t%s\n' "$sys" "$conns" "$size" "$line" >>"$lines"
+        if [ -n "$csv" ] && [ -n "$line" ]; then
+          for k in rps p50_us p99_us; do
+            printf '%s,%sx%s,%s,%s,%s,%s\n' "$source" "$conns" "$size" "$sys" "$k" "$(field "$k" "$line")" "$run" >>"$csv"
+          done
+        fi
       done
+    done
+    stop_server
+  done
+done
+for sys in $available; do
+  for conns in $conns_list; do
+    for size in $sizes; do
+      awk -F'\t' -v s="$sys" -v c="$conns" -v z="$size" '$1 == s && $2 == c && $3 == z {print $4}' \
+        "$lines" 2>/dev/null >"$work/runs" || true
+      [ -s "$work/runs" ] || continue
       cell=""
       for k in rps p50_us p99_us; do
         cell+=$'\t'$(while read -r l; do field "$k" "$l"; done <"$work/runs" | median)
@@ -169,7 +212,6 @@ for sys in $available; do
       printf '%s\t%s\t%s%s\n' "$sys" "$conns" "$size" "$cell" >>"$results"
     done
   done
-  stop_server
 done
 
 # ---------------------------------------------------------------- idle memory
@@ -179,7 +221,7 @@ if [ "$idle" -gt 0 ]; then
     start_server "$sys" || continue
     sleep 0.5
     before=$(rss_kib "$server_pid")
-    "$bin/echo_client" --addr "$server_addr" --idle "$idle" --hold 600 >"$work/idle.out" 2>&1 &
+    "${client_cpu[@]}" "$bin/echo_client" --addr "$server_addr" --idle "$idle" --hold 600 >"$work/idle.out" 2>&1 &
     client=$!
     pids+=("$client")
     for _ in $(seq 1200); do
@@ -191,6 +233,8 @@ if [ "$idle" -gt 0 ]; then
       sleep 1   # let the server settle (tasks parked, buffers in place)
       after=$(rss_kib "$server_pid")
       printf '%s\t%s\t%s\n' "$sys" "$before" "$after" >>"$memory"
+      [ -n "$csv" ] && printf '%s,idle_%s,%s,bytes_per_conn,%s,1\n' "$source" "$idle" "$sys" \
+        "$(( (after - before) * 1024 / idle ))" >>"$csv"
       log "$sys: VmRSS ${before} KiB, ${after} KiB with $idle idle connections"
     else
       log "$sys: idle client failed:"; cat "$work/idle.out" >&2
@@ -203,7 +247,11 @@ fi
 
 # ---------------------------------------------------------------- report
 echo
-echo "## echo: $runs run(s) of ${secs} s per cell (median), $(nproc) CPUs shared by client and server"
+if [ -n "$per_core" ]; then
+  echo "## echo, per core: $runs run(s) of ${secs} s per cell (median), each server on CPU ${cpus% *} with 1 worker, the client on CPU ${cpus#* }"
+else
+  echo "## echo: $runs run(s) of ${secs} s per cell (median), $(nproc) CPUs shared by client and server"
+fi
 echo
 echo "| system | conns | size (B) | requests/s | p50 (µs) | p99 (µs) | rps ÷ best peer | p99 ÷ best peer p99 | errors |"
 echo "|---|--:|--:|--:|--:|--:|--:|--:|--:|"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# CPU per sleep: many tasks looping over sleeps, spindle beside tokio, Go
-# (peers/sleep_cpu.go, where `go` is installed) and spindle with
+# CPU per sleep: many tasks looping over sleeps, spindle beside tokio, may,
+# Go (peers/sleep_cpu.go, where `go` is installed) and spindle with
 # `sleep_spin(0)`, each in a fresh process, interleaved run by run. Each run
 # settles for 1 s, then measures the process's CPU time (getrusage) per
 # sleep completed over `secs` seconds, with how late the sleeps ended.
@@ -10,19 +10,22 @@
 #
 # Loads (tasks x sleep): 1 000 x 10 ms, 10 000 x 100 ms, 1 x 1 ms; and an
 # idle runtime (no task) over 10 s (2 s with --quick), whose CPU should be
-# nil. Two workers each (GOMAXPROCS=2). Cells are medians of the runs.
+# nil. Two workers each (GOMAXPROCS=2). Cells are medians of the runs. With
+# --csv FILE every run's figures are also appended to FILE, one per line, as
+# `source,case,system,metric,value,run` (what benches/report.sh plots).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-runs=3 secs=3 idle_secs=10
-systems="spindle spindle-nospin tokio go"
+runs=3 secs=3 idle_secs=10 csv=""
+systems="spindle spindle-nospin tokio may go"
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) runs=1 secs=1 idle_secs=2; shift ;;
     --runs) runs=$2; shift 2 ;;
     --secs) secs=$2; shift 2 ;;
     --systems) systems=$2; shift 2 ;;
-    *) echo "usage: $0 [--quick] [--runs N] [--secs S] [--systems LIST]" >&2; exit 2 ;;
+    --csv) csv=$2; shift 2 ;;
+    *) echo "usage: $0 [--quick] [--runs N] [--secs S] [--systems LIST] [--csv FILE]" >&2; exit 2 ;;
   esac
 done
 
@@ -49,17 +52,21 @@ for run in $(seq "$runs"); do
       else
         line=$("$rust_bin" "$sys" "$1" "$2" "$s")
       fi
-      echo "$line" >>"$results"
+      echo "$line run=$run" >>"$results"
     done
   done
 done
 
-python3 - "$results" "$systems" <<'PY'
+python3 - "$results" "$systems" "$csv" <<'PY'
 import re, statistics, sys
 rows = {}
+csv = open(sys.argv[3], "a") if sys.argv[3] else None
 for line in open(sys.argv[1]):
     kv = dict(re.findall(r"(\w+)=(\S+)", line))
     rows.setdefault((kv["n"], kv["d_us"], kv["system"]), []).append(kv)
+    for key in ("cpu_us_per_sleep", "cores", "late_p50_us", "late_p99_us"):
+        if csv:
+            csv.write(f"sleep_cpu,{kv['n']}x{kv['d_us']}us,{kv['system']},{key},{kv[key]},{kv['run']}\n")
 systems = sys.argv[2].split()
 def med(key, k):
     v = [float(r[k]) for r in rows.get(key, [])]

@@ -18,7 +18,13 @@ import (
 	"time"
 )
 
-const samplesPerTask = 64
+// Lateness samples, as in sleep_cpu.rs: 100 000 in all shared out over the
+// tasks (at least 64 each), from the sleeps that end once the load has
+// settled.
+const (
+	samples           = 100_000
+	minSamplesPerTask = 64
+)
 
 func cpuTime() time.Duration {
 	var u syscall.Rusage
@@ -43,7 +49,11 @@ func main() {
 	}
 	n, dus, secs := args[0], args[1], args[2]
 	d := time.Duration(dus) * time.Microsecond
-	var stop atomic.Bool
+	perTask := minSamplesPerTask
+	if n > 0 && samples/n > perTask {
+		perTask = samples / n
+	}
+	var stop, measuring atomic.Bool
 	var completed atomic.Uint64
 	var mu sync.Mutex
 	var late []int64
@@ -51,13 +61,13 @@ func main() {
 	wg.Add(n)
 	for i := 0; i < n; i++ {
 		go func() {
-			mine := make([]int64, 0, samplesPerTask)
+			mine := make([]int64, 0, minSamplesPerTask)
 			for !stop.Load() {
 				deadline := time.Now().Add(d)
 				time.Sleep(d)
 				l := time.Since(deadline)
 				completed.Add(1)
-				if len(mine) < samplesPerTask {
+				if measuring.Load() && len(mine) < perTask {
 					mine = append(mine, l.Nanoseconds())
 				}
 			}
@@ -68,6 +78,7 @@ func main() {
 		}()
 	}
 	time.Sleep(time.Second)
+	measuring.Store(true)
 	c0, t0, s0 := cpuTime(), time.Now(), completed.Load()
 	time.Sleep(time.Duration(secs) * time.Second)
 	c1, t1, s1 := cpuTime(), time.Now(), completed.Load()

@@ -1,6 +1,6 @@
 //! What the `echo` benchmark's servers and client share (`src/bin/echo_*.rs`,
 //! driven by `benches/echo.sh`): the command line of a server, the line it
-//! prints once bound, the size of its read buffer, and raising the open-file
+//! prints once bound, its worker count, the size of its read buffer, and raising the open-file
 //! limit that a thousand or ten thousand connections need.
 //!
 //! Every server reads into a buffer of [`BUF_SIZE`] bytes, kept where its
@@ -14,6 +14,16 @@ use std::net::SocketAddr;
 /// Bytes of each server's read buffer, one per connection: the largest
 /// message the benchmark sends.
 pub const BUF_SIZE: usize = 4096;
+
+/// Worker threads a runtime's server runs: `ECHO_WORKERS` if set (`echo.sh`
+/// sets 1 for `spindle-1w` and for every server with `--per-core`), else 2.
+pub fn workers() -> usize {
+    std::env::var("ECHO_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .filter(|&w| w > 0)
+        .unwrap_or(2)
+}
 
 /// The address a server binds, from `--addr HOST:PORT` (default
 /// `127.0.0.1:0`, any free port); exits with a usage line on a bad argument.

@@ -1,6 +1,5 @@
 //! The `echo` benchmark's spindle server: a runtime of 2 workers (or
-//! `SPINDLE_WORKERS`), a task
-//! per connection, each echoing with plain blocking `Read`/`Write` on a
+//! `ECHO_WORKERS`), a task per connection, each echoing with plain blocking `Read`/`Write` on a
 //! `spindle::net::TcpStream` (a read that must wait suspends only its
 //! task) through a `BUF_SIZE`-byte buffer on the task's stack.
 //!
@@ -8,18 +7,13 @@
 //! `benches/echo.sh` drives it.
 
 use spindle::net::TcpListener;
-use spindle_benches::echo::{announce, echo_connection, raise_nofile_limit, server_addr};
+use spindle_benches::echo::{announce, echo_connection, raise_nofile_limit, server_addr, workers};
 use std::io;
 
 fn main() -> io::Result<()> {
     let addr = server_addr();
     raise_nofile_limit()?;
-    // SPINDLE_WORKERS=n: n workers instead of 2 (`spindle-1w` in echo.sh).
-    let workers = std::env::var("SPINDLE_WORKERS")
-        .ok()
-        .and_then(|w| w.parse().ok())
-        .unwrap_or(2);
-    let rt = spindle::Runtime::builder().workers(workers).build()?;
+    let rt = spindle::Runtime::builder().workers(workers()).build()?;
     rt.block_on(|| {
         let listener = TcpListener::bind(addr)?;
         announce(listener.local_addr()?);

@@ -1,11 +1,11 @@
 //! The `echo` benchmark's tokio server: a multi-threaded runtime of 2
-//! workers, a task per connection, each echoing what it reads through a
+//! workers (or `ECHO_WORKERS`), a task per connection, each echoing what it reads through a
 //! buffer of `BUF_SIZE` bytes held in the task's future.
 //!
 //! `echo_tokio --addr 127.0.0.1:PORT` prints `listening ADDR` once bound;
 //! `benches/echo.sh` drives it.
 
-use spindle_benches::echo::{announce, raise_nofile_limit, server_addr, BUF_SIZE};
+use spindle_benches::echo::{announce, raise_nofile_limit, server_addr, workers, BUF_SIZE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -13,7 +13,7 @@ fn main() -> std::io::Result<()> {
     let addr = server_addr();
     raise_nofile_limit()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers())
         .enable_io()
         .build()?;
     rt.block_on(async {

@@ -4,9 +4,10 @@
 //! and how late the sleeps ended (p50 / p99, each sample the time from the
 //! sleep's deadline to the task running again).
 //!
-//! `sleep_cpu <spindle|spindle-nospin|tokio|threads> <n> <d_us> <secs>`;
-//! `spindle-nospin` is spindle with `sleep_spin(0)`. `threads` runs one OS
-//! thread per task (`std::thread::sleep`). `benches/sleep_cpu.sh` runs the
+//! `sleep_cpu <spindle|spindle-nospin|tokio|may|threads> <n> <d_us> <secs>`;
+//! `spindle-nospin` is spindle with `sleep_spin(0)`, `may` a coroutine per
+//! task on may's 2 workers. `threads` runs one OS thread per task
+//! (`std::thread::sleep`). `benches/sleep_cpu.sh` runs the
 //! loads of `docs/benchmarks.md` beside Go (`peers/sleep_cpu.go`).
 //!
 //! `SLEEP_CPU_COALESCE_US=n` starts spindle's timer thread with
@@ -20,13 +21,23 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Lateness samples kept per task (the first ones; enough for percentiles).
-const SAMPLES_PER_TASK: usize = 64;
+/// Lateness samples kept in all, shared out over the tasks: each keeps the
+/// first `SAMPLES / n` (at least [`MIN_SAMPLES_PER_TASK`]) of the sleeps that
+/// end in the measured span. A lone sleeper keeps every one, so its p99 is
+/// one of thousands of samples, not of a few dozen.
+const SAMPLES: usize = 100_000;
+/// The fewest lateness samples a task keeps, however many tasks there are.
+const MIN_SAMPLES_PER_TASK: usize = 64;
 /// How long the load runs before it is measured: the spawns' burst and the
 /// first round of sleeps are over by then.
 const SETTLE: Duration = Duration::from_secs(1);
 /// Sleeps completed, by every task.
 static COMPLETED: AtomicU64 = AtomicU64::new(0);
+/// Set once the load has settled: only sleeps that end after it are sampled
+/// (not the spawns' burst and the first round).
+static MEASURING: AtomicBool = AtomicBool::new(false);
+/// Lateness samples each task keeps (see [`SAMPLES`]); set before a task runs.
+static SAMPLES_PER_TASK: AtomicU64 = AtomicU64::new(MIN_SAMPLES_PER_TASK as u64);
 
 /// What one task measured: lateness samples in ns.
 #[derive(Default)]
@@ -36,7 +47,7 @@ struct Tally {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: sleep_cpu <spindle|spindle-nospin|tokio|threads> <n> <d_us> <secs>";
+    let usage = "usage: sleep_cpu <spindle|spindle-nospin|tokio|may|threads> <n> <d_us> <secs>";
     if args.len() != 5 {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -52,6 +63,8 @@ fn main() {
         Duration::from_micros(parse(&args[3])),
         parse(&args[4]),
     );
+    let per_task = (SAMPLES / n.max(1) as usize).max(MIN_SAMPLES_PER_TASK);
+    SAMPLES_PER_TASK.store(per_task as u64, Ordering::Relaxed);
     let stop = Arc::new(AtomicBool::new(false));
     let tallies = Arc::new(Mutex::new(Vec::<Tally>::new()));
     let run = Duration::from_secs(secs);
@@ -121,6 +134,35 @@ fn main() {
             });
             m
         }
+        "may" => {
+            may::config().set_workers(2);
+            let handles: Vec<_> = (0..n)
+                .map(|_| {
+                    let (stop, tallies) = (stop.clone(), tallies.clone());
+                    // SAFETY: may's spawn is unsafe because a coroutine may
+                    // move between worker threads and so see another
+                    // thread's thread-local storage. This loop holds none
+                    // across a switch: it reads the clock and atomics, and
+                    // suspends only in may's own sleep.
+                    unsafe {
+                        may::coroutine::spawn(move || {
+                            let mut t = Tally::default();
+                            while !stop.load(Ordering::Relaxed) {
+                                let deadline = Instant::now() + d;
+                                may::coroutine::sleep(d);
+                                note(&mut t, deadline);
+                            }
+                            tallies.lock().unwrap().push(t);
+                        })
+                    }
+                })
+                .collect();
+            let m = measure(run, &stop);
+            for h in handles {
+                h.join().expect("join");
+            }
+            m
+        }
         "threads" => {
             let handles: Vec<_> = (0..n)
                 .map(|_| {
@@ -172,11 +214,14 @@ fn main() {
     );
 }
 
-/// Counts a sleep that was due at `deadline` and samples how late it ended.
+/// Counts a sleep that was due at `deadline` and, once the load has settled,
+/// samples how late it ended.
 fn note(t: &mut Tally, deadline: Instant) {
     let late = Instant::now().saturating_duration_since(deadline);
     COMPLETED.fetch_add(1, Ordering::Relaxed);
-    if t.late.len() < SAMPLES_PER_TASK {
+    if MEASURING.load(Ordering::Relaxed)
+        && (t.late.len() as u64) < SAMPLES_PER_TASK.load(Ordering::Relaxed)
+    {
         t.late.push(late.as_nanos() as u64);
     }
 }
@@ -186,6 +231,7 @@ fn note(t: &mut Tally, deadline: Instant) {
 /// Returns (cpu, wall, sleeps) of the measured span.
 fn measure(run: Duration, stop: &AtomicBool) -> (Duration, Duration, u64) {
     std::thread::sleep(SETTLE);
+    MEASURING.store(true, Ordering::Relaxed);
     let (c0, t0, s0) = (
         process_cpu_time(),
         Instant::now(),
