@@ -129,7 +129,10 @@ fn collect_criterion(flags: &Flags) -> Result<()> {
             let ns = est["mean"]["point_estimate"]
                 .as_f64()
                 .ok_or_else(|| format!("{}: no mean", new.display()))?;
-            writeln!(lines, "criterion,{group},{function},ns_per_op,{ns:.3},{run}")?;
+            writeln!(
+                lines,
+                "criterion,{group},{function},ns_per_op,{ns:.3},{run}"
+            )?;
             found += 1;
         }
     }
@@ -276,7 +279,14 @@ impl Results {
 
     /// The median and the worst of one figure's runs (the lower middle of
     /// an even count, as the scripts take it).
-    fn stat(&self, source: &str, case: &str, system: &str, metric: &str, b: Better) -> Option<Stat> {
+    fn stat(
+        &self,
+        source: &str,
+        case: &str,
+        system: &str,
+        metric: &str,
+        b: Better,
+    ) -> Option<Stat> {
         let by_run: Vec<(u32, f64)> = self
             .0
             .iter()
@@ -584,7 +594,11 @@ impl Figure {
         }
         let small = TextStyle::from((FONT, 14).into_font()).color(&RGBColor(60, 60, 60));
         for (i, line) in lines.iter().enumerate() {
-            footer.draw(&Text::new(line.as_str(), (14, 6 + 18 * i as i32), small.clone()))?;
+            footer.draw(&Text::new(
+                line.as_str(),
+                (14, 6 + 18 * i as i32),
+                small.clone(),
+            ))?;
         }
         root.present()?;
         Ok(path)
@@ -611,7 +625,10 @@ impl Figure {
         let mut x = (self.size.0 as i32 - widths.iter().sum::<i32>()) / 2;
         let y = 46;
         for (s, w) in seen.iter().zip(widths) {
-            head.draw(&Rectangle::new([(x, y - 7), (x + 14, y + 7)], s.color.filled()))?;
+            head.draw(&Rectangle::new(
+                [(x, y - 7), (x + 14, y + 7)],
+                s.color.filled(),
+            ))?;
             head.draw(&Text::new(s.label, (x + 20, y), style.clone()))?;
             x += w;
         }
@@ -629,7 +646,9 @@ fn draw_panel(p: &Panel, area: &DrawingArea<SVGBackend, Shift>) -> Result<()> {
         .flat_map(|(_, v)| v.iter().flatten().flat_map(|s| [s.median, s.worst]))
         .filter(|v| *v > 0.0)
         .collect();
-    let (lo, hi) = values.iter().fold((f64::MAX, 0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let (lo, hi) = values
+        .iter()
+        .fold((f64::MAX, 0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
     // Bars per category and how wide a slot is (in category units).
     let per_cat: Vec<usize> = (0..n)
         .map(|i| p.bars.iter().filter(|(_, v)| v[i].is_some()).count())
@@ -729,7 +748,10 @@ where
                 let w = (x1 - x0) * 0.22;
                 chart.draw_series([
                     PathElement::new(vec![(xc, top), (xc, whisker)], BLACK.stroke_width(1)),
-                    PathElement::new(vec![(xc - w, whisker), (xc + w, whisker)], BLACK.stroke_width(1)),
+                    PathElement::new(
+                        vec![(xc - w, whisker), (xc + w, whisker)],
+                        BLACK.stroke_width(1),
+                    ),
                 ])?;
             }
             // The value, upwards from a few pixels above the higher of bar
@@ -758,7 +780,10 @@ fn plot_all(flags: &Flags) -> Result<()> {
     fs::create_dir_all(&out)?;
     for figure in figures(&results) {
         if figure.panels.iter().all(Panel::is_empty) {
-            eprintln!("report: {}: no figures for it in the results, skipped", figure.file);
+            eprintln!(
+                "report: {}: no figures for it in the results, skipped",
+                figure.file
+            );
             continue;
         }
         let path = figure.draw(&out, &machine)?;
@@ -778,7 +803,11 @@ fn figures(r: &Results) -> Vec<Figure> {
     let go = sys("go", "Go", GO);
     let threads = sys("threads", "thread per connection", THREADS);
     let std = sys("std", "std thread", THREADS);
-    let polling = sys("spindle (polling)", "spindle, polling workers", SPINDLE_LIGHT);
+    let polling = sys(
+        "spindle (polling)",
+        "spindle, polling workers",
+        SPINDLE_LIGHT,
+    );
     let nospin = sys("spindle-nospin", "spindle, no spin", SPINDLE_LIGHT);
     let floor = sys("spin (floor)", "spin floor", FLOOR);
     // The runs of a source: the most any of its figures has.
@@ -791,18 +820,36 @@ fn figures(r: &Results) -> Vec<Figure> {
         }
         count.into_values().max().unwrap_or(0)
     };
-    let bars_note = |n: usize| match n {
+    let bars_note = |n: usize| {
+        match n {
         1 => "Bars: one run (one fresh process) per figure; a shared, noisy 2-vCPU VM.".to_string(),
         n => format!("Bars: the median of {n} fresh processes; whiskers: the worst of them; a shared, noisy 2-vCPU VM."),
+    }
     };
 
-    let cost = Panel::new("", "time per operation (log scale)", Unit::Nanos, Scale::Log).fill(
+    let cost = Panel::new(
+        "",
+        "time per operation (log scale)",
+        Unit::Nanos,
+        Scale::Log,
+    )
+    .fill(
         r,
         &[(spindle, ""), (tokio, ""), (may, ""), (go, "runtime_go")],
         &[
-            ("spawn + join, per task", "criterion", "spawn_join", "ns_per_op"),
+            (
+                "spawn + join, per task",
+                "criterion",
+                "spawn_join",
+                "ns_per_op",
+            ),
             ("yield, per yield", "criterion", "yield", "ns_per_op"),
-            ("ping-pong, per round trip", "criterion", "pingpong", "ns_per_op"),
+            (
+                "ping-pong, per round trip",
+                "criterion",
+                "pingpong",
+                "ns_per_op",
+            ),
         ],
         Better::Lower,
     );
@@ -840,22 +887,35 @@ fn figures(r: &Results) -> Vec<Figure> {
     let with = |metric: &'static str| -> Vec<(&str, &str, &str, &str)> {
         loads.iter().map(|&(l, s, c)| (l, s, c, metric)).collect()
     };
-    let sleepers = [(spindle, ""), (nospin, ""), (tokio, ""), (may, ""), (go, "")];
+    let sleepers = [
+        (spindle, ""),
+        (nospin, ""),
+        (tokio, ""),
+        (may, ""),
+        (go, ""),
+    ];
     let sleep_loads = vec![
-        Panel::new("how late, p50", "lateness (log scale)", Unit::Micros, Scale::Log).fill(
-            r,
-            &sleepers,
-            &with("late_p50_us"),
-            Better::Lower,
-        ),
-        Panel::new("how late, p99", "lateness (log scale)", Unit::Micros, Scale::Log).fill(
-            r,
-            &sleepers,
-            &with("late_p99_us"),
-            Better::Lower,
-        ),
-        Panel::new("CPU per sleep", "CPU time per sleep (log scale)", Unit::Micros, Scale::Log)
-            .fill(r, &sleepers, &with("cpu_us_per_sleep"), Better::Lower),
+        Panel::new(
+            "how late, p50",
+            "lateness (log scale)",
+            Unit::Micros,
+            Scale::Log,
+        )
+        .fill(r, &sleepers, &with("late_p50_us"), Better::Lower),
+        Panel::new(
+            "how late, p99",
+            "lateness (log scale)",
+            Unit::Micros,
+            Scale::Log,
+        )
+        .fill(r, &sleepers, &with("late_p99_us"), Better::Lower),
+        Panel::new(
+            "CPU per sleep",
+            "CPU time per sleep (log scale)",
+            Unit::Micros,
+            Scale::Log,
+        )
+        .fill(r, &sleepers, &with("cpu_us_per_sleep"), Better::Lower),
     ];
 
     let cells = [
@@ -872,7 +932,13 @@ fn figures(r: &Results) -> Vec<Figure> {
             .map(|&(l, c)| (l, "echo_per_core", c, metric))
             .collect()
     };
-    let servers = [(spindle, ""), (tokio, ""), (may, ""), (go, ""), (threads, "")];
+    let servers = [
+        (spindle, ""),
+        (tokio, ""),
+        (may, ""),
+        (go, ""),
+        (threads, ""),
+    ];
     let echo = vec![
         Panel::new(
             "throughput (higher is better)",
@@ -889,12 +955,11 @@ fn figures(r: &Results) -> Vec<Figure> {
         )
         .fill(r, &servers, &echo_cases("p99_us"), Better::Lower),
     ];
-    let idle_case = r
-        .0
-        .iter()
-        .find(|row| row.source == "echo_per_core" && row.case.starts_with("idle_"))
-        .map(|row| row.case.clone())
-        .unwrap_or_else(|| "idle_10000".into());
+    let idle_case =
+        r.0.iter()
+            .find(|row| row.source == "echo_per_core" && row.case.starts_with("idle_"))
+            .map(|row| row.case.clone())
+            .unwrap_or_else(|| "idle_10000".into());
     let idle_n: String = idle_case.trim_start_matches("idle_").into();
     let memory = vec![
         Panel::new(
@@ -906,7 +971,12 @@ fn figures(r: &Results) -> Vec<Figure> {
         .fill(
             r,
             &servers,
-            &[("server's VmRSS growth ÷ connections", "echo_per_core", idle_case.as_str(), "bytes_per_conn")],
+            &[(
+                "server's VmRSS growth ÷ connections",
+                "echo_per_core",
+                idle_case.as_str(),
+                "bytes_per_conn",
+            )],
             Better::Lower,
         )
         .times(1.0 / 1024.0),
@@ -919,7 +989,12 @@ fn figures(r: &Results) -> Vec<Figure> {
         .fill(
             r,
             &[(spindle, ""), (tokio, ""), (go, "")],
-            &[("VmRSS growth ÷ tasks", "cold_start", "many_sleepers", "kib_per_task")],
+            &[(
+                "VmRSS growth ÷ tasks",
+                "cold_start",
+                "many_sleepers",
+                "kib_per_task",
+            )],
             Better::Lower,
         ),
     ];
@@ -1050,8 +1125,14 @@ mod tests {
             &groups,
         )
         .unwrap();
-        assert_eq!((l.group, l.peer), ("sleep_lateness/1ms", "spindle (polling)"));
-        assert_eq!(l.values, vec![("p50_us", 3.8), ("p99_us", 21.7), ("cores", 0.18)]);
+        assert_eq!(
+            (l.group, l.peer),
+            ("sleep_lateness/1ms", "spindle (polling)")
+        );
+        assert_eq!(
+            l.values,
+            vec![("p50_us", 3.8), ("p99_us", 21.7), ("cores", 0.18)]
+        );
         assert!(latency_line("[sleep_lateness/100us/std] n=1 p50=1µs", &groups).is_none());
     }
 
