@@ -163,14 +163,14 @@ fn a_waiter_is_interrupted_and_stopped_promptly() {
 #[test]
 fn a_reused_butex_never_sees_a_false_timeout() {
     let rt = rt(2);
-    const ROUNDS: u32 = 2_000_000;
+    let rounds: u32 = common::scaled(2_000_000, 200_000);
     let turn = Arc::new(Butex::new(0)); // even: the timed side's turn to wait
     let waited = Arc::new(AtomicUsize::new(0));
     let (t2, w2) = (turn.clone(), waited.clone());
     let timed = rt.spawn(move || {
         let (mut false_timeouts, mut timeouts) = (0, 0);
         let mut waits = 0u64;
-        for r in 0..ROUNDS {
+        for r in 0..rounds {
             let mine = 2 * r + 1;
             loop {
                 let cur = t2.value().load(Ordering::Acquire);
@@ -199,7 +199,7 @@ fn a_reused_butex_never_sees_a_false_timeout() {
     });
     let t3 = turn.clone();
     let plain = rt.spawn(move || {
-        for r in 0..ROUNDS {
+        for r in 0..rounds {
             loop {
                 let cur = t3.value().load(Ordering::Acquire);
                 if cur == 2 * r {
@@ -218,7 +218,7 @@ fn a_reused_butex_never_sees_a_false_timeout() {
     // deadlines really raced their wake-ups: some won (which cancelled a
     // timer about to fire), some lost.
     let waited = waited.load(Ordering::Relaxed);
-    assert!(waited > ROUNDS as usize / 2);
+    assert!(waited > rounds as usize / 2);
     assert!(
         timeouts > 0 && timeouts < waited / 2,
         "{timeouts} of {waited} waits timed out"

@@ -96,8 +96,9 @@ fn join_returns_large_values() {
 #[test]
 fn many_small_tasks_from_a_plain_thread() {
     let rt = rt(2);
+    let tasks = common::scaled(100_000, 10_000);
     let counter = Arc::new(AtomicUsize::new(0));
-    let handles: Vec<_> = (0..100_000)
+    let handles: Vec<_> = (0..tasks)
         .map(|_| {
             let c = counter.clone();
             rt.spawn(move || {
@@ -114,7 +115,7 @@ fn many_small_tasks_from_a_plain_thread() {
         // reused, but then with another version, so ids never repeat.
         assert!(ids.insert(id), "duplicate id {id}");
     }
-    assert_eq!(counter.load(Ordering::Relaxed), 100_000);
+    assert_eq!(counter.load(Ordering::Relaxed), tasks);
 }
 
 #[test]
@@ -940,14 +941,14 @@ fn spawns_from_outside_are_not_starved_by_busy_workers() {
 fn a_flood_of_spawns_from_a_thread_does_not_starve_woken_tasks() {
     const IN_FLIGHT: usize = 1_000;
     // 0.2 s of naps; starved, each would take some 0.1 s.
-    const NAPS: usize = 1_000;
+    let naps_wanted = common::scaled(1_000, 100);
     let rt = rt(1);
     let done = Arc::new(AtomicBool::new(false));
     let naps = Arc::new(AtomicUsize::new(0));
     let sleeper = {
         let (done, naps) = (done.clone(), naps.clone());
         rt.spawn(move || {
-            for _ in 0..NAPS {
+            for _ in 0..naps_wanted {
                 spindle::sleep(Duration::from_micros(200)).unwrap();
                 naps.fetch_add(1, Ordering::SeqCst);
             }
@@ -971,7 +972,7 @@ fn a_flood_of_spawns_from_a_thread_does_not_starve_woken_tasks() {
     }
     assert!(
         done.load(Ordering::SeqCst),
-        "the sleeper woke {} times of {NAPS} in 10 s of flood",
+        "the sleeper woke {} times of {naps_wanted} in 10 s of flood",
         naps.load(Ordering::SeqCst)
     );
     sleeper.join().unwrap();

@@ -121,6 +121,7 @@ fn errors_compose() {
 /// 2 task producers and 2 thread producers, a task or thread consumer:
 /// every value arrives once (count and sum), for every flavor.
 fn churn(bound: Option<usize>, per_producer: u64, consumer_is_task: bool) {
+    let per_producer = common::scaled(per_producer, per_producer / 10);
     let rt = rt(2);
     let (tx, rx) = chan::<u64>(bound);
     let mut tasks = Vec::new();

@@ -127,7 +127,7 @@ fn condvar_notify_one_is_fair() {
 #[test]
 fn condvar_notify_all_loses_no_waiter() {
     let rt = rt(2);
-    const ROUNDS: u64 = 30_000;
+    let rounds: u64 = common::scaled(30_000, 3_000);
     const WAITERS: u64 = 20;
     struct State {
         round: u64,
@@ -146,7 +146,7 @@ fn condvar_notify_all_loses_no_waiter() {
         move || {
             let (m, cv) = &*pair;
             let mut g = m.lock().unwrap();
-            while g.round < ROUNDS {
+            while g.round < rounds {
                 let round = g.round;
                 g.arrived += 1;
                 if g.arrived == WAITERS {
@@ -169,7 +169,7 @@ fn condvar_notify_all_loses_no_waiter() {
     for h in threads {
         h.join().unwrap();
     }
-    assert_eq!(pair.0.lock().unwrap().round, ROUNDS);
+    assert_eq!(pair.0.lock().unwrap().round, rounds);
 }
 
 #[test]

@@ -5,6 +5,22 @@
 
 pub use spindle_testkit::wait_for;
 
+/// Whether this run is under valgrind: `benches/memcheck.sh` sets
+/// `SPINDLE_UNDER_VALGRIND=1`. Everything runs tens of times slower there
+/// (and one thread at a time), so long loops are cut down.
+pub fn under_valgrind() -> bool {
+    std::env::var_os("SPINDLE_UNDER_VALGRIND").is_some_and(|v| v == "1")
+}
+
+/// A loop's count: `n`, or `under_valgrind` in a run under valgrind.
+pub fn scaled<T>(n: T, under_valgrind: T) -> T {
+    if self::under_valgrind() {
+        under_valgrind
+    } else {
+        n
+    }
+}
+
 /// Waits until the global timer has nothing pending. A timer whose callback
 /// was running when it was cancelled (a runtime's watchdog, at its
 /// shutdown) is counted out only when the callback returns.
