@@ -605,8 +605,18 @@ impl TaskGroup {
         // Tasks woken from elsewhere join the ready queue as soon as they
         // are seen (an empty remote queue costs one load), so a worker busy
         // with yielding tasks runs them after those ready before them.
-        me.woken.take_all(&self.ready);
+        self.take_woken(me);
         self.ready.pop_front()
+    }
+
+    /// Moves the tasks woken from elsewhere to the ready list; when some
+    /// came, publishes the list's length for `Runtime::stats` (see
+    /// `GroupStats::ready`): a change, not every switch.
+    #[inline]
+    fn take_woken(&self, me: &GroupRemote) {
+        if me.woken.take_all(&self.ready) > 0 {
+            me.stats.ready.store(self.ready.len(), StatRelaxed);
+        }
     }
 
     /// One task spawned from a plain thread onto this worker, if any.
@@ -1026,7 +1036,7 @@ impl TaskGroup {
             CoroutineResult::Yield(Suspend::Yield) => {
                 // Tasks woken while this one ran were runnable before its
                 // yield: they go first.
-                me.woken.take_all(&self.ready);
+                self.take_woken(me);
                 self.push_ready(t)
             }
             CoroutineResult::Yield(Suspend::Block(blocker)) => {
