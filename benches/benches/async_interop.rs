@@ -6,7 +6,7 @@
 //! - `future_pingpong`: two tasks take turns, each waking the other and
 //!   waiting for its turn: through `block_on_future` of a `tokio::sync::Notify`
 //!   (a future woken by the other task), through `block_on_future` of the
-//!   least a future can be (`Turn` below: a flag and a stored waker, so
+//!   least a future can be (`spindle_benches::turn::Turn`: a flag and a stored waker, so
 //!   what is measured is the bridge, not the future), and through a
 //!   `Butex` each (the plain wait). Per round trip, both tasks placed on
 //!   one worker (on two, the figure is where the tasks land: see
@@ -22,6 +22,7 @@ mod common;
 use common::Peers;
 use criterion::Criterion;
 use spindle::Butex;
+use spindle_benches::turn::Turn;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,37 +36,6 @@ fn spindle_ready(rt: &spindle::Runtime, iters: u64) -> Duration {
         }
         start.elapsed()
     })
-}
-
-/// The least a future woken by another party can be: a flag, and the
-/// waker of the poll that found it unset.
-#[derive(Default)]
-struct Turn {
-    given: std::sync::atomic::AtomicBool,
-    waker: std::sync::Mutex<Option<std::task::Waker>>,
-}
-
-impl Turn {
-    fn give(&self) {
-        self.given.store(true, Ordering::Release);
-        if let Some(w) = self.waker.lock().unwrap().take() {
-            w.wake();
-        }
-    }
-
-    fn take(&self) -> impl std::future::Future<Output = ()> + '_ {
-        std::future::poll_fn(move |cx| {
-            if self.given.swap(false, Ordering::AcqRel) {
-                return std::task::Poll::Ready(());
-            }
-            *self.waker.lock().unwrap() = Some(cx.waker().clone());
-            // Given between the check and the store: its wake found no waker.
-            if self.given.swap(false, Ordering::AcqRel) {
-                return std::task::Poll::Ready(());
-            }
-            std::task::Poll::Pending
-        })
-    }
 }
 
 /// Runs `ping` and `pong`, both placed on worker 0 (so the figure is the

@@ -4,4 +4,5 @@
 pub mod echo;
 pub mod naive_timer;
 pub mod sleepers;
+pub mod turn;
 pub mod workload;

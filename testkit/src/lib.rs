@@ -97,6 +97,21 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// The earliest `Instant` the platform can represent: from now, steps
+/// back that halve each time one does not fit (the extreme `first` of a
+/// periodic timer, in the timer's tests).
+pub fn earliest_instant() -> std::time::Instant {
+    let mut t = std::time::Instant::now();
+    let mut step = std::time::Duration::MAX;
+    while !step.is_zero() {
+        match t.checked_sub(step) {
+            Some(earlier) => t = earlier,
+            None => step /= 2,
+        }
+    }
+    t
+}
+
 /// The cfg that keeps a crate of spindle off other targets, as its
 /// `lib.rs` writes it.
 pub const NOT_LINUX: &str = r#"#[cfg(not(target_os = "linux"))]"#;

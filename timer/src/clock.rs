@@ -182,30 +182,13 @@ mod tests {
         assert_eq!(back, i);
     }
 
-    /// A periodic timer whose `first` lies before the base keeps its own
-    /// grid: its first deadline is the first `first + k * period` at or
-    /// after the base, not the base itself.
-    /// The earliest `Instant` the platform can represent: from now, steps
-    /// back that halve each time one does not fit.
-    fn earliest_instant() -> Instant {
-        let mut t = Instant::now();
-        let mut step = Duration::MAX;
-        while !step.is_zero() {
-            match t.checked_sub(step) {
-                Some(earlier) => t = earlier,
-                None => step /= 2,
-            }
-        }
-        t
-    }
-
     /// A `first` too far back for `u64` nanoseconds from the base (down to
     /// the earliest `Instant`) keeps its grid: its first deadline is a
     /// point `first + k * period`, exactly, within a period after the base.
     #[test]
     fn any_representable_first_keeps_its_grid() {
         let _ = now_ns(); // make sure the base exists
-        let earliest = earliest_instant();
+        let earliest = spindle_testkit::earliest_instant();
         assert!(earliest.checked_sub(Duration::from_nanos(1)).is_none());
         let year = Duration::from_secs(365 * 86_400);
         let mut firsts = vec![

@@ -26,20 +26,6 @@ const ON_GRID: Duration = Duration::from_millis(20);
 /// Runs per timer before the test calls it off its grid: 10 s of runs.
 const MAX_RUNS: usize = 25;
 
-/// The earliest `Instant` the platform can represent: from now, steps
-/// back that halve each time one does not fit.
-fn earliest_instant() -> Instant {
-    let mut t = Instant::now();
-    let mut step = Duration::MAX;
-    while !step.is_zero() {
-        match t.checked_sub(step) {
-            Some(earlier) => t = earlier,
-            None => step /= 2,
-        }
-    }
-    t
-}
-
 /// Where `run` lies after the last point of `first`'s grid at or before
 /// it, and that point's index `k`.
 fn past_grid_point(first: Instant, run: Instant) -> (Duration, u128) {
@@ -52,14 +38,14 @@ fn past_grid_point(first: Instant, run: Instant) -> (Duration, u128) {
 
 #[test]
 fn the_earliest_instant_is_the_floor_of_instant() {
-    let earliest = earliest_instant();
+    let earliest = spindle_testkit::earliest_instant();
     assert!(earliest.checked_sub(Duration::from_nanos(1)).is_none());
     assert!(earliest <= Instant::now());
 }
 
 #[test]
 fn runs_keep_the_grid_of_any_representable_first() {
-    let earliest = earliest_instant();
+    let earliest = spindle_testkit::earliest_instant();
     let now = Instant::now();
     let year = Duration::from_secs(365 * 86_400);
     let odd = Duration::from_nanos(123_456_789);

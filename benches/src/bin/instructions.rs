@@ -32,6 +32,7 @@
 //! with it (`runtime/src/sched/spans.rs`).
 
 use spindle::Butex;
+use spindle_benches::turn::Turn;
 use spindle_timer::{TimerOptions, TimerThread};
 use std::hint::black_box;
 use std::sync::atomic::Ordering;
@@ -130,35 +131,6 @@ fn pingpong(n: u32, spans: Spans) {
         .collect();
     for p in players {
         p.join().expect("the player");
-    }
-}
-
-/// A flag and the waker of the poll that found it unset.
-#[derive(Default)]
-struct Turn {
-    given: std::sync::atomic::AtomicBool,
-    waker: std::sync::Mutex<Option<std::task::Waker>>,
-}
-
-impl Turn {
-    fn give(&self) {
-        self.given.store(true, Ordering::Release);
-        if let Some(w) = self.waker.lock().unwrap().take() {
-            w.wake();
-        }
-    }
-
-    fn take(&self) -> impl std::future::Future<Output = ()> + '_ {
-        std::future::poll_fn(move |cx| {
-            if self.given.swap(false, Ordering::AcqRel) {
-                return std::task::Poll::Ready(());
-            }
-            *self.waker.lock().unwrap() = Some(cx.waker().clone());
-            if self.given.swap(false, Ordering::AcqRel) {
-                return std::task::Poll::Ready(());
-            }
-            std::task::Poll::Pending
-        })
     }
 }
 
