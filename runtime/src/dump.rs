@@ -293,13 +293,20 @@ fn interest_name(i: Interest) -> &'static str {
     }
 }
 
-/// A live task found by the scan, held (one of its refs) until released.
+/// A live task found by the scan whose stack its worker is to walk: one of
+/// its refs, given back on drop (by the walker, once it has walked it, or
+/// wherever the walk is given up), so its slot stays its own until then.
 #[cfg_attr(not(spindle_frame_pointers), allow(dead_code))]
 struct Held {
     t: TaskRef,
-    id: TaskId,
     /// Its index in the dump's list.
     index: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        table().release(self.t, None);
+    }
 }
 
 /// Runs a function as a task placed on a worker (index), detached; false
@@ -324,7 +331,6 @@ pub(crate) fn take(control: &TaskControl, place: PlaceOnWorker<'_>) -> TaskDump 
     let mut tasks = Vec::new();
     // Per worker, its started tasks to walk.
     let mut to_walk: Vec<Vec<Held>> = (0..workers).map(|_| Vec::new()).collect();
-    let mut held = Vec::new();
     table.for_each_slot(|t| {
         let Some(t) = table.acquire(t.id()) else {
             return;
@@ -377,14 +383,13 @@ pub(crate) fn take(control: &TaskControl, place: PlaceOnWorker<'_>) -> TaskDump 
             backtrace: None,
         });
         match worker {
-            Some(w) if walk && w < workers => to_walk[w].push(Held { t, id, index }),
-            _ => held.push(t),
+            Some(w) if walk && w < workers && cfg!(spindle_frame_pointers) => {
+                to_walk[w].push(Held { t, index })
+            }
+            _ => table.release(t, None),
         }
     });
-    let (backtraces, longest_hold) = backtraces(place, to_walk, &mut tasks, &mut held);
-    for t in held {
-        table.release(t, None);
-    }
+    let (backtraces, longest_hold) = backtraces(place, to_walk, &mut tasks);
     // Oldest first; the id breaks ties (ages are coarse).
     tasks.sort_by(|a, b| b.age.cmp(&a.age).then(a.id.as_u64().cmp(&b.id.as_u64())));
     TaskDump {
@@ -461,10 +466,11 @@ impl DumpOnSignal {
                 // SAFETY: `fds` is a valid array of two pollfds.
                 let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
                 if n < 0 {
-                    if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                    let error = io::Error::last_os_error();
+                    if error.kind() == io::ErrorKind::Interrupted {
                         continue;
                     }
-                    tracing::error!(error = %io::Error::last_os_error(), "dump on signal: poll failed; no more dumps");
+                    tracing::error!(%error, "dump on signal: poll failed; no more dumps");
                     return;
                 }
                 if fds[1].revents != 0 {
@@ -493,23 +499,23 @@ impl Drop for DumpOnSignal {
     fn drop(&mut self) {
         drop(self.stop.take());
         if let Some(t) = self.thread.take() {
-            if t.thread().id() != std::thread::current().id() && t.join().is_err() {
+            // From a task (a runtime dropped inside another's task), the
+            // thread is left to end on its own: a dump under way would
+            // hold that worker for its walk's timeout.
+            if crate::sched::current_group().is_none() && t.join().is_err() {
                 tracing::error!("the dump-on-signal thread panicked");
             }
         }
     }
 }
 
-/// Builds without frame pointers have no backtraces: the tasks to walk are
-/// only released.
+/// Builds without frame pointers have no backtraces (and no tasks to walk).
 #[cfg(not(spindle_frame_pointers))]
 fn backtraces(
     _: PlaceOnWorker<'_>,
-    to_walk: Vec<Vec<Held>>,
+    _: Vec<Vec<Held>>,
     _: &mut [TaskInfo],
-    held: &mut Vec<TaskRef>,
 ) -> (Backtraces, Duration) {
-    held.extend(to_walk.into_iter().flatten().map(|h| h.t));
     (Backtraces::NotBuilt, Duration::ZERO)
 }
 
@@ -521,10 +527,12 @@ use walk::backtraces;
 #[cfg(spindle_frame_pointers)]
 mod walk {
     use super::*;
+    use crate::error::WaitError;
     use crate::loom::stats::AtomicU64;
     use crate::meta::seam::Suspend;
+    use crate::meta::wait_queue::WaitPolicy;
     use crate::sched;
-    use crate::wait::Butex;
+    use crate::wait::{self, Butex};
     use std::collections::HashMap;
     use std::sync::Arc;
     use std::sync::Mutex;
@@ -544,7 +552,6 @@ mod walk {
         place: PlaceOnWorker<'_>,
         to_walk: Vec<Vec<Held>>,
         tasks: &mut [TaskInfo],
-        held: &mut Vec<TaskRef>,
     ) -> (Backtraces, Duration) {
         let walks = Arc::new(Walks {
             frames: Mutex::new(Vec::new()),
@@ -557,11 +564,10 @@ mod walk {
             if list.is_empty() {
                 continue;
             }
-            held.extend(list.iter().map(|h| h.t));
-            let jobs: Vec<(TaskRef, TaskId, usize)> =
-                list.iter().map(|h| (h.t, h.id, h.index)).collect();
             let shared = Arc::clone(&walks);
-            if place(w, Box::new(move || walk_worker(w, jobs, &shared))) {
+            // The walker owns the tasks' refs: a walk that runs after the
+            // dump gave up on it still finds their slots their own.
+            if place(w, Box::new(move || walk_worker(w, list, &shared))) {
                 walkers += 1;
             } else {
                 all_started = false;
@@ -574,13 +580,23 @@ mod walk {
             if done >= walkers {
                 break;
             }
-            if Instant::now() >= deadline || walks.done.wait(done, Some(deadline)).is_err() {
-                // Timed out, or this task's wait was interrupted: what was
-                // walked is kept, the rest goes without.
-                if walks.done.value().load(Ordering::Acquire) < walkers {
+            // Not interruptible: an interrupt pending for the caller stays
+            // pending for its own next wait. A walker that ends between
+            // the load and the wait makes it `WouldBlock`: look again.
+            match wait::wait(
+                walks.done.queue(),
+                done,
+                Some(deadline),
+                WaitPolicy::Uninterruptible,
+                WaitOn::Join,
+            ) {
+                Ok(()) | Err(WaitError::WouldBlock) => {}
+                // Timed out (or the caller's deadline scope passed): what
+                // was walked is kept, the rest goes without.
+                Err(_) => {
                     complete = false;
+                    break;
                 }
-                break;
             }
         }
         let frames = std::mem::take(&mut *walks.frames.lock().unwrap_or_else(|e| e.into_inner()));
@@ -597,12 +613,13 @@ mod walk {
         (state, hold)
     }
 
-    /// On worker `w`: the frames of each of `jobs` (tasks homed here),
-    /// in slices of at most [`SLICE`].
-    fn walk_worker(w: usize, jobs: Vec<(TaskRef, TaskId, usize)>, walks: &Walks) {
+    /// On worker `w`: the frames of each of `jobs` (tasks homed here,
+    /// held), in slices of at most [`SLICE`]; each task's ref is given
+    /// back as it is walked.
+    fn walk_worker(w: usize, jobs: Vec<Held>, walks: &Walks) {
         let mut out = Vec::with_capacity(jobs.len());
         let mut slice = Instant::now();
-        for (n, (t, id, index)) in jobs.into_iter().enumerate() {
+        for (n, job) in jobs.into_iter().enumerate() {
             if n % 8 == 7 {
                 let held = slice.elapsed();
                 if held >= SLICE {
@@ -611,18 +628,21 @@ mod walk {
                     slice = Instant::now();
                 }
             }
-            // Still the same task (the dump holds its slot, so the version
-            // cannot have moved, but a cheap check), still homed here, and
-            // not ended (its stack given back).
-            if t.id() != id || t.home() != w || t.end_state() != EndState::Running {
+            // The held slot is still this task's; it ran here before the
+            // scan (its home never changes), and may have ended since (its
+            // stack given back): then there is nothing to walk.
+            let t = job.t;
+            debug_assert_eq!(t.home(), w, "a started task left its worker");
+            if t.end_state() != EndState::Running {
                 continue;
             }
-            // SAFETY: we run on `t`'s home worker, so `t` is not running
-            // (it runs only here, and we do): its saved frame pointer and
-            // stack bounds hold still, and so do the frames they point at.
+            // SAFETY: we hold `t` (its slot is not freed nor reused), and we
+            // run on its home worker, so it is not running (it runs only
+            // here, and we do): its saved frame pointer and stack bounds
+            // hold still, and so do the frames they point at.
             let frames = unsafe { frames_of(t) };
             if !frames.is_empty() {
-                out.push((index, frames));
+                out.push((job.index, frames));
             }
         }
         note_hold(walks, slice.elapsed());
