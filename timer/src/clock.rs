@@ -51,9 +51,10 @@ pub(crate) fn duration_ns(d: Duration) -> u64 {
 }
 
 /// The deadline encoding of `deadline`: 0 if it is not after the base,
-/// [`NEVER`] if it is beyond `u64` nanoseconds from it.
+/// [`NEVER`] if it is beyond `u64` nanoseconds from it. (Public, hidden,
+/// for the runtime's words that keep a deadline in a `u64`.)
 #[inline]
-pub(crate) fn deadline_ns(deadline: Instant) -> u64 {
+pub fn deadline_ns(deadline: Instant) -> u64 {
     match deadline.checked_duration_since(base()) {
         Some(d) => duration_ns(d),
         None => 0,
@@ -78,7 +79,7 @@ pub(crate) fn now_ns() -> u64 {
 /// [`NEVER`] or a deadline the platform's `Instant` cannot represent (both
 /// mean "wait without a timeout").
 #[inline]
-pub(crate) fn instant_of(deadline: u64) -> Option<Instant> {
+pub fn instant_of(deadline: u64) -> Option<Instant> {
     if deadline == NEVER {
         return None;
     }

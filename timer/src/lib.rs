@@ -94,6 +94,8 @@ mod slot;
 mod stats;
 mod thread;
 
+#[doc(hidden)]
+pub use clock::{deadline_ns, instant_of};
 pub use prefetch::prefetch;
 pub use slot::TimerId;
 pub use stats::TimerStats;

@@ -118,10 +118,11 @@ impl Drop for Local {
         let p = self.epoch.load(Ordering::Acquire);
         if !p.is_null() {
             // SAFETY: the count this `Local` held (see `clone_epoch`).
-            let epoch = unsafe { Arc::from_raw(p) };
-            // No waker of it left anywhere: the next call on this thread
-            // may have it (a bump in flight holds a count, so none is).
-            if Arc::strong_count(&epoch) == 1 && Arc::weak_count(&epoch) == 0 {
+            let mut epoch = unsafe { Arc::from_raw(p) };
+            // No waker of it left anywhere (the only handle: a bump in
+            // flight holds a count, so none is): the next call on this
+            // thread may have it.
+            if Arc::get_mut(&mut epoch).is_some() {
                 spare_epoch::keep(epoch);
             }
         }

@@ -24,8 +24,8 @@
 // protocol (nothing waits on them), and models would only explore their
 // stores.
 use crate::loom::stats::{fence, AtomicU64, Ordering};
+use spindle_timer::{deadline_ns, instant_of};
 use std::os::fd::RawFd;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// What a task's wait is for (the dump's `WaitKind`, plus sleeps).
@@ -163,7 +163,7 @@ impl Activity {
             Some(d) => {
                 self.word.store(BUSY, Ordering::Relaxed);
                 fence(Ordering::Release);
-                self.deadline.store(instant_ns(d), Ordering::Relaxed);
+                self.deadline.store(deadline_ns(d), Ordering::Relaxed);
                 self.word.store(word | HAS_DEADLINE, Ordering::Release);
             }
         }
@@ -191,7 +191,7 @@ impl Activity {
             let d = self.deadline.load(Ordering::Relaxed);
             fence(Ordering::Acquire);
             if self.word.load(Ordering::Relaxed) == before {
-                return Some((on, Some(ns_instant(d))));
+                return Some((on, instant_of(d)));
             }
         }
         None
@@ -226,26 +226,6 @@ impl SpawnTime {
     pub(crate) fn clear(&self) {
         self.0.store(0, Ordering::Relaxed);
     }
-}
-
-/// The origin of the deadline words: a day before their first use (an
-/// `Instant` may lie before boot; earlier deadlines read as the origin).
-fn origin() -> Instant {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    *ORIGIN.get_or_init(|| {
-        let now = Instant::now();
-        now.checked_sub(Duration::from_secs(86_400)).unwrap_or(now)
-    })
-}
-
-fn instant_ns(d: Instant) -> u64 {
-    d.checked_duration_since(origin())
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
-
-fn ns_instant(ns: u64) -> Instant {
-    let o = origin();
-    o.checked_add(Duration::from_nanos(ns)).unwrap_or(o)
 }
 
 /// `CLOCK_MONOTONIC_COARSE` in nanoseconds: the kernel's last tick, read

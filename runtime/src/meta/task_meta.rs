@@ -372,8 +372,8 @@ impl TaskMeta {
             self.errno.with_mut(|p| *p = 0);
             self.deadline.with_mut(|p| *p = None);
         }
-        // Last: a dump that sees the spawn time sees what is above.
-        self.activity.ready();
+        // Last: a dump that sees the spawn time sees what is above. (The
+        // activity word is clear: a slot is cleared as it is freed.)
         self.spawned_at.set_now();
     }
 

@@ -558,12 +558,12 @@ impl TaskGroup {
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
         if tick % REMOTE_TICK == 0 {
-            // The ready list's length, for `Runtime::stats` (see
-            // `GroupStats::ready`): here, not on every switch.
-            self.remote()
-                .stats
-                .ready
-                .store(self.ready.len(), StatRelaxed);
+            // The woken first, then the ready list's length for
+            // `Runtime::stats` (see `GroupStats::ready`): here, not on
+            // every switch.
+            let me = self.remote();
+            me.woken.take_all(&self.ready);
+            me.stats.ready.store(self.ready.len(), StatRelaxed);
             // Starvation guards: a task spawned from a plain thread (the
             // inbox) and a woken or yielded one go first this time, so
             // a worker busy with local churn still gets to them. They take
@@ -571,7 +571,6 @@ impl TaskGroup {
             // inbox (a batch would fill `fresh`, which goes before
             // `ready`): a flood of spawns from plain threads must not
             // starve the tasks woken here, nor their yields it.
-            self.remote().woken.take_all(&self.ready);
             let inbox = || self.take_one_from_inbox();
             let ready = || self.ready.pop_front();
             let guarded = if (tick / REMOTE_TICK) % 2 == 0 {
@@ -1051,7 +1050,7 @@ impl TaskGroup {
             CoroutineResult::Yield(Suspend::Urgent(child)) => {
                 // Like a yield (the child runs first, then the tasks ready
                 // before this one's switch).
-                me.woken.take_all(&self.ready);
+                self.take_woken(me);
                 self.push_ready(t);
                 child.enqueued();
                 self.next.set(Some(child));

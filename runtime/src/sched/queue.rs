@@ -17,7 +17,7 @@
 //! one relaxed add per push, on the cache line of the head the push is
 //! about to swing, and one subtraction per [`RemoteQueue::take_all`] that
 //! took something. The local queue's length is a plain counter; its worker
-//! publishes it once per switch (`GroupStats::ready`).
+//! publishes it now and then (`GroupStats::ready` says when).
 
 use crate::loom::stats::{AtomicUsize as StatCount, Ordering as StatOrdering};
 use crate::loom::sync::atomic::{AtomicPtr, Ordering};
@@ -132,11 +132,6 @@ impl LocalQueue {
         self.len.get()
     }
 
-    #[inline]
-    fn set_len(&self, n: usize) {
-        self.len.set(n);
-    }
-
     pub(crate) fn push_back(&self, task: TaskRef) {
         task.queue_link().store(ptr::null_mut(), Ordering::Relaxed);
         let node = task.as_ptr();
@@ -150,7 +145,7 @@ impl LocalQueue {
                 .store(node, Ordering::Relaxed);
         }
         self.tail.set(node);
-        self.set_len(self.len() + 1);
+        self.len.set(self.len.get() + 1);
     }
 
     /// The task `pop_front` would take, left in place.
@@ -172,7 +167,7 @@ impl LocalQueue {
         if next.is_null() {
             self.tail.set(ptr::null_mut());
         }
-        self.set_len(self.len() - 1);
+        self.len.set(self.len.get() - 1);
         Some(task)
     }
 
