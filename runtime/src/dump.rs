@@ -35,7 +35,6 @@ use libc::c_int;
 use std::fmt;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::fd::RawFd;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
@@ -51,41 +50,7 @@ const WALK_TIMEOUT: Duration = Duration::from_millis(500);
 #[cfg_attr(not(spindle_frame_pointers), allow(dead_code))]
 const MAX_FRAMES: usize = 64;
 
-/// What a waiting task waits on ([`TaskState::Waiting`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum WaitKind {
-    /// [`Butex::wait`](crate::Butex::wait).
-    Butex,
-    /// [`sync::Mutex`](crate::sync::Mutex).
-    Mutex,
-    /// [`sync::Condvar`](crate::sync::Condvar).
-    Condvar,
-    /// [`sync::RwLock`](crate::sync::RwLock).
-    RwLock,
-    /// [`sync::Semaphore`](crate::sync::Semaphore).
-    Semaphore,
-    /// [`sync::Barrier`](crate::sync::Barrier) or a `CountdownEvent`.
-    Barrier,
-    /// [`sync::OnceCell`](crate::sync::OnceCell).
-    OnceCell,
-    /// A channel: `mpsc`, `oneshot`, `watch`, or a `Select` over them.
-    Channel,
-    /// A [`JoinHandle`](crate::JoinHandle), a [`JoinSet`](crate::JoinSet),
-    /// the end of a [`scope`](crate::scope) or of `block_on`.
-    Join,
-    /// The readiness of an fd: a socket's, or [`io::wait_fd`](crate::io::wait_fd)'s.
-    Fd {
-        /// The fd.
-        fd: RawFd,
-        /// What for.
-        interest: Interest,
-    },
-    /// Work on the blocking pool (`spawn_blocking`, a name lookup).
-    Blocking,
-    /// A future, in [`task::block_on_future`](crate::task::block_on_future).
-    Future,
-}
+pub use crate::meta::activity::WaitKind;
 
 /// What a task is doing ([`TaskInfo::state`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -363,10 +328,7 @@ pub(crate) fn take(control: &TaskControl, place: PlaceOnWorker<'_>) -> TaskDump 
                 Some((WaitOn::Sleep, until)) => TaskState::Sleeping {
                     until: until.unwrap_or_else(|| started + Duration::from_secs(86_400 * 365)),
                 },
-                Some((on, deadline)) => TaskState::Waiting {
-                    on: wait_kind(on),
-                    deadline,
-                },
+                Some((WaitOn::Wait(on), deadline)) => TaskState::Waiting { on, deadline },
             }
         };
         let index = tasks.len();
@@ -398,31 +360,6 @@ pub(crate) fn take(control: &TaskControl, place: PlaceOnWorker<'_>) -> TaskDump 
         taken_in: started.elapsed(),
         longest_hold,
         backtraces,
-    }
-}
-
-fn wait_kind(on: WaitOn) -> WaitKind {
-    match on {
-        // A sleep is `TaskState::Sleeping`; mapped here only for totality.
-        WaitOn::Sleep | WaitOn::Butex => WaitKind::Butex,
-        WaitOn::Mutex => WaitKind::Mutex,
-        WaitOn::Condvar => WaitKind::Condvar,
-        WaitOn::RwLock => WaitKind::RwLock,
-        WaitOn::Semaphore => WaitKind::Semaphore,
-        WaitOn::Barrier => WaitKind::Barrier,
-        WaitOn::OnceCell => WaitKind::OnceCell,
-        WaitOn::Channel => WaitKind::Channel,
-        WaitOn::Join => WaitKind::Join,
-        WaitOn::Fd { fd, read, both } => WaitKind::Fd {
-            fd,
-            interest: match (both, read) {
-                (true, _) => Interest::ReadWrite,
-                (false, true) => Interest::Readable,
-                (false, false) => Interest::Writable,
-            },
-        },
-        WaitOn::Blocking => WaitKind::Blocking,
-        WaitOn::Future => WaitKind::Future,
     }
 }
 

@@ -23,7 +23,7 @@ use crate::id::TaskId;
 use crate::loom::lock;
 use crate::loom::sync::atomic::Ordering;
 use crate::loom::sync::Mutex;
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::task::{self, JoinHandle, WhenStopping};
 use crate::wait::{self, Butex};
@@ -186,7 +186,7 @@ impl<T: Send + 'static> JoinSet<T> {
                         epoch,
                         None,
                         WaitPolicy::Interruptible,
-                        WaitOn::Join,
+                        WaitKind::Join,
                     ) {
                         Ok(()) | Err(WaitError::WouldBlock) => continue,
                         Err(e) => return Err(e),

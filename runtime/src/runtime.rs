@@ -21,7 +21,7 @@ use crate::error::{panic_message, JoinError, SetWorkersError};
 use crate::loom::lock;
 use crate::loom::stats::Ordering::Relaxed as StatRelaxed;
 use crate::loom::sync::atomic::Ordering;
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::meta::{EndState, TaskRef};
 use crate::sched::{
@@ -865,7 +865,7 @@ where
                 EndState::Running.word(),
                 None,
                 WaitPolicy::Uncancellable,
-                WaitOn::Join,
+                WaitKind::Join,
             );
         }
     });

@@ -19,7 +19,7 @@ use crate::error::JoinError;
 use crate::error::NoSuchTask;
 use crate::id::TaskId;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering};
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::sched;
 use crate::task::{self, JoinHandle};
@@ -120,7 +120,7 @@ impl ScopeData {
                 live,
                 None,
                 WaitPolicy::Uncancellable,
-                WaitOn::Join,
+                WaitKind::Join,
             );
         });
     }

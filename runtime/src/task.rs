@@ -35,7 +35,7 @@ pub use crate::future::{block_on_future, JoinFuture};
 use crate::error::{JoinError, NoSuchTask};
 use crate::io::blocking;
 use crate::loom::sync::atomic::Ordering;
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::family;
 use crate::meta::locals::LocalValues;
 use crate::meta::seam::Suspend;
@@ -679,7 +679,7 @@ impl<T> JoinHandle<T> {
                 EndState::Running.word(),
                 None,
                 WaitPolicy::Stoppable,
-                WaitOn::Join,
+                WaitKind::Join,
             ) {
                 Err(WaitError::DeadlineExceeded) => return Err(JoinError::DeadlineExceeded),
                 Err(WaitError::Stopped) => return Err(JoinError::Stopped),
@@ -717,7 +717,7 @@ impl<T> JoinHandle<T> {
                 EndState::Running.word(),
                 None,
                 WaitPolicy::Stoppable,
-                WaitOn::Join,
+                WaitKind::Join,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),

@@ -27,7 +27,7 @@
 
 use crate::error::{JoinError, WaitError};
 use crate::loom::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::{WaitNode, WaitPolicy, Waiter};
 use crate::sched;
 use crate::task::JoinHandle;
@@ -258,7 +258,7 @@ pub fn block_on_future<F: Future>(future: F) -> Result<F::Output, WaitError> {
             expected,
             None,
             WaitPolicy::Interruptible,
-            WaitOn::Future,
+            WaitKind::Future,
         ) {
             Ok(()) | Err(WaitError::WouldBlock) => {}
             Err(e) => return Err(e),

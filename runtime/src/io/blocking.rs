@@ -16,7 +16,7 @@
 use crate::error::WaitError;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering};
 use crate::loom::sync::Mutex;
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::{WaitPolicy, WaitQueue};
 use crate::sched::{self, make_ready};
 use crate::wait;
@@ -207,7 +207,7 @@ impl<T> Pending<T> {
                 let r = crate::loom::lock(&c.result).take();
                 return Ok(r.expect("a finished job leaves its result"));
             }
-            match wait::wait(&c.done, 0, deadline, kind, WaitOn::Blocking) {
+            match wait::wait(&c.done, 0, deadline, kind, WaitKind::Blocking) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),
             }

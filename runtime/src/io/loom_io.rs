@@ -10,7 +10,7 @@
 
 use crate::driver::{Direction, IoReadiness};
 use crate::loom::sync::atomic::{AtomicU32, Ordering};
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::wait;
 use loom::sync::Arc;
@@ -51,7 +51,7 @@ fn read_all(s: &Socket, want: u32) -> u32 {
             seq,
             None,
             WaitPolicy::Interruptible,
-            WaitOn::Fd {
+            WaitKind::Fd {
                 fd: -1,
                 read: true,
                 both: false,

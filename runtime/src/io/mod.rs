@@ -41,16 +41,7 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::Instant;
 
-/// What [`wait_fd`] waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Interest {
-    /// Data to read, or the end of it (the peer closed, an error).
-    Readable,
-    /// Room to write, or an error.
-    Writable,
-    /// Either.
-    ReadWrite,
-}
+pub use crate::meta::activity::Interest;
 
 /// Waits until `fd` is ready for `interest`, or `deadline`
 /// (bthread's `fd_timedwait`): the calling task only, or the calling
@@ -124,13 +115,7 @@ fn wait_fd_inner(
     // Readiness at registration comes as an event (edge-triggered epoll
     // reports the current state on add), delivered once we switch out.
     let seq = registration.readiness().sequence(dir);
-    let result = wait_readiness(
-        &registration,
-        dir,
-        seq,
-        deadline,
-        (raw, interest == Interest::ReadWrite),
-    );
+    let result = wait_readiness(&registration, dir, seq, deadline, (raw, interest));
     // Deregistered while the fd (or its duplicate) is open, then closed.
     drop(registration);
     drop(dup);

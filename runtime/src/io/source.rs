@@ -33,7 +33,7 @@ use crate::loom::sync::atomic::{
     AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
 use crate::loom::sync::Mutex;
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::sched;
 use crate::wait::{self, deadline::effective_deadline};
@@ -227,7 +227,7 @@ impl<T: AsRawFd> IoSource<T> {
             }
             match (seq, registration) {
                 (Some(seq), Some(r)) if r.is_live() => {
-                    wait_readiness(r, dir, seq, deadline, (self.io.as_raw_fd(), false))?
+                    wait_readiness(r, dir, seq, deadline, (self.io.as_raw_fd(), dir.into()))?
                 }
                 // Registered now: try again, its sequence read first.
                 _ => self.register(registration)?,
@@ -303,21 +303,17 @@ pub(crate) fn register(fd: RawFd, either: bool) -> io::Result<Option<IoRegistrat
     }
 }
 
-/// A task's wait for the readiness of `dir` to move past `seq`, on `fd`
-/// (as the caller knows it, for dumps; `both` if either direction ends it).
+/// A task's wait for the readiness of `dir` to move past `seq`: on `fd`
+/// for `interest`, as the caller knows them (for dumps).
 pub(crate) fn wait_readiness(
     r: &IoRegistration,
     dir: Direction,
     seq: u32,
     deadline: Option<Instant>,
-    (fd, both): (RawFd, bool),
+    (fd, interest): (RawFd, Interest),
 ) -> io::Result<()> {
     let queue = r.readiness().queue(dir);
-    let on = WaitOn::Fd {
-        fd,
-        read: dir == Direction::Read,
-        both,
-    };
+    let on = WaitKind::Fd { fd, interest };
     match wait::wait(queue, seq, deadline, WaitPolicy::Interruptible, on) {
         Ok(()) | Err(WaitError::WouldBlock) => Ok(()),
         Err(e) => Err(wait_error(e)),

@@ -28,53 +28,79 @@ use spindle_timer::{deadline_ns, instant_of};
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
-/// What a task's wait is for (the dump's `WaitKind`, plus sleeps).
+/// What [`io::wait_fd`](crate::io::wait_fd) waits for (and a socket wait
+/// in a task dump). Defined here, below the I/O layer that re-exports it,
+/// so that [`WaitKind`] can name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interest {
+    /// Data to read, or the end of it (the peer closed, an error).
+    Readable,
+    /// Room to write, or an error.
+    Writable,
+    /// Either.
+    ReadWrite,
+}
+
+/// What a waiting task waits on (`TaskState::Waiting` in a task dump).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WaitKind {
+    /// [`Butex::wait`](crate::Butex::wait).
+    Butex,
+    /// [`sync::Mutex`](crate::sync::Mutex).
+    Mutex,
+    /// [`sync::Condvar`](crate::sync::Condvar).
+    Condvar,
+    /// [`sync::RwLock`](crate::sync::RwLock).
+    RwLock,
+    /// [`sync::Semaphore`](crate::sync::Semaphore).
+    Semaphore,
+    /// [`sync::Barrier`](crate::sync::Barrier) or a `CountdownEvent`.
+    Barrier,
+    /// [`sync::OnceCell`](crate::sync::OnceCell).
+    OnceCell,
+    /// A channel: `mpsc`, `oneshot`, `watch`, or a `Select` over them.
+    Channel,
+    /// A [`JoinHandle`](crate::JoinHandle), a [`JoinSet`](crate::JoinSet),
+    /// the end of a [`scope`](crate::scope) or of `block_on`.
+    Join,
+    /// The readiness of an fd: a socket's, or [`io::wait_fd`](crate::io::wait_fd)'s.
+    Fd {
+        /// The fd.
+        fd: RawFd,
+        /// What for.
+        interest: Interest,
+    },
+    /// Work on the blocking pool (`spawn_blocking`, a name lookup).
+    Blocking,
+    /// A future, in [`task::block_on_future`](crate::task::block_on_future).
+    Future,
+}
+
+/// What a task's wait is for: a sleep, or a [`WaitKind`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WaitOn {
     /// `sleep`, `sleep_until`, `usleep`.
     Sleep,
-    /// `Butex::wait`.
-    Butex,
-    /// `sync::Mutex`.
-    Mutex,
-    /// `sync::Condvar`.
-    Condvar,
-    /// `sync::RwLock`.
-    RwLock,
-    /// `sync::Semaphore`.
-    Semaphore,
-    /// `sync::Barrier`, `CountdownEvent`.
-    Barrier,
-    /// `sync::OnceCell`.
-    OnceCell,
-    /// The channels (`mpsc`, `oneshot`, `watch`) and `Select` over them.
-    Channel,
-    /// A `JoinHandle`, a `JoinSet`, the end of a scope or of `block_on`.
-    Join,
-    /// The readiness of an fd: `read` for reading, else writing (`both`
-    /// for either).
-    Fd {
-        /// The fd.
-        fd: RawFd,
-        /// Whether the wait is for reading.
-        read: bool,
-        /// Whether either direction ends the wait.
-        both: bool,
-    },
-    /// The result of work on the blocking pool.
-    Blocking,
-    /// `block_on_future`.
-    Future,
+    /// Anything else.
+    Wait(WaitKind),
+}
+
+impl From<WaitKind> for WaitOn {
+    #[inline(always)]
+    fn from(kind: WaitKind) -> Self {
+        WaitOn::Wait(kind)
+    }
 }
 
 /// Word value: not in a wait (queued, running, or never run).
 const NONE: u64 = 0;
 /// Word value: a wait with a deadline is being recorded.
 const BUSY: u64 = 1;
-/// The low byte holds the kind; then flags; the fd in the high half.
+/// The low byte holds the kind; then an fd's interest (two bits) and
+/// whether there is a deadline; the fd in the high half.
 const KIND_MASK: u64 = 0xff;
-const READ: u64 = 1 << 8;
-const BOTH: u64 = 1 << 9;
+const INTEREST_SHIFT: u32 = 8;
 const HAS_DEADLINE: u64 = 1 << 10;
 
 /// A [`WaitOn`] as its task's activity word holds it: made where the wait
@@ -92,48 +118,58 @@ impl WaitOn {
 
     #[inline(always)]
     const fn encode(self) -> u64 {
-        match self {
-            WaitOn::Sleep => 2,
-            WaitOn::Butex => 3,
-            WaitOn::Mutex => 4,
-            WaitOn::Condvar => 5,
-            WaitOn::RwLock => 6,
-            WaitOn::Semaphore => 7,
-            WaitOn::Barrier => 8,
-            WaitOn::OnceCell => 9,
-            WaitOn::Channel => 10,
-            WaitOn::Join => 11,
-            WaitOn::Fd { fd, read, both } => {
-                12 | if read { READ } else { 0 }
-                    | if both { BOTH } else { 0 }
-                    | ((fd as u32 as u64) << 32)
+        let kind = match self {
+            WaitOn::Sleep => return 2,
+            WaitOn::Wait(kind) => kind,
+        };
+        match kind {
+            WaitKind::Butex => 3,
+            WaitKind::Mutex => 4,
+            WaitKind::Condvar => 5,
+            WaitKind::RwLock => 6,
+            WaitKind::Semaphore => 7,
+            WaitKind::Barrier => 8,
+            WaitKind::OnceCell => 9,
+            WaitKind::Channel => 10,
+            WaitKind::Join => 11,
+            WaitKind::Fd { fd, interest } => {
+                let interest = match interest {
+                    Interest::Readable => 0,
+                    Interest::Writable => 1,
+                    Interest::ReadWrite => 2,
+                };
+                12 | (interest << INTEREST_SHIFT) | ((fd as u32 as u64) << 32)
             }
-            WaitOn::Blocking => 13,
-            WaitOn::Future => 14,
+            WaitKind::Blocking => 13,
+            WaitKind::Future => 14,
         }
     }
 
     fn decode(word: u64) -> Option<WaitOn> {
-        Some(match word & KIND_MASK {
-            2 => WaitOn::Sleep,
-            3 => WaitOn::Butex,
-            4 => WaitOn::Mutex,
-            5 => WaitOn::Condvar,
-            6 => WaitOn::RwLock,
-            7 => WaitOn::Semaphore,
-            8 => WaitOn::Barrier,
-            9 => WaitOn::OnceCell,
-            10 => WaitOn::Channel,
-            11 => WaitOn::Join,
-            12 => WaitOn::Fd {
+        let kind = match word & KIND_MASK {
+            2 => return Some(WaitOn::Sleep),
+            3 => WaitKind::Butex,
+            4 => WaitKind::Mutex,
+            5 => WaitKind::Condvar,
+            6 => WaitKind::RwLock,
+            7 => WaitKind::Semaphore,
+            8 => WaitKind::Barrier,
+            9 => WaitKind::OnceCell,
+            10 => WaitKind::Channel,
+            11 => WaitKind::Join,
+            12 => WaitKind::Fd {
                 fd: (word >> 32) as u32 as RawFd,
-                read: word & READ != 0,
-                both: word & BOTH != 0,
+                interest: match (word >> INTEREST_SHIFT) & 3 {
+                    0 => Interest::Readable,
+                    1 => Interest::Writable,
+                    _ => Interest::ReadWrite,
+                },
             },
-            13 => WaitOn::Blocking,
-            14 => WaitOn::Future,
+            13 => WaitKind::Blocking,
+            14 => WaitKind::Future,
             _ => return None,
-        })
+        };
+        Some(WaitOn::Wait(kind))
     }
 }
 
@@ -252,30 +288,32 @@ mod tests {
         let a = Activity::new();
         assert_eq!(a.read(), None);
         let d = Instant::now() + Duration::from_secs(3);
-        for on in [
-            WaitOn::Sleep,
-            WaitOn::Butex,
-            WaitOn::Mutex,
-            WaitOn::Condvar,
-            WaitOn::RwLock,
-            WaitOn::Semaphore,
-            WaitOn::Barrier,
-            WaitOn::OnceCell,
-            WaitOn::Channel,
-            WaitOn::Join,
-            WaitOn::Fd {
+        let waits = [
+            WaitKind::Butex,
+            WaitKind::Mutex,
+            WaitKind::Condvar,
+            WaitKind::RwLock,
+            WaitKind::Semaphore,
+            WaitKind::Barrier,
+            WaitKind::OnceCell,
+            WaitKind::Channel,
+            WaitKind::Join,
+            WaitKind::Fd {
                 fd: 1_000_000,
-                read: true,
-                both: false,
+                interest: Interest::Readable,
             },
-            WaitOn::Fd {
+            WaitKind::Fd {
                 fd: 0,
-                read: false,
-                both: true,
+                interest: Interest::ReadWrite,
             },
-            WaitOn::Blocking,
-            WaitOn::Future,
-        ] {
+            WaitKind::Fd {
+                fd: i32::MAX,
+                interest: Interest::Writable,
+            },
+            WaitKind::Blocking,
+            WaitKind::Future,
+        ];
+        for on in std::iter::once(WaitOn::Sleep).chain(waits.map(WaitOn::Wait)) {
             a.begin_wait(on.word(), None);
             assert_eq!(a.read(), Some((on, None)));
             a.begin_wait(on.word(), Some(d));

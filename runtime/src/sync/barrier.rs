@@ -18,7 +18,7 @@
 
 use crate::error::WaitError;
 use crate::loom::sync::atomic::{AtomicU64, Ordering};
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::{self, Butex};
 use std::fmt;
@@ -167,7 +167,7 @@ impl Barrier {
                 trips,
                 deadline,
                 WaitPolicy::Uninterruptible,
-                WaitOn::Barrier,
+                WaitKind::Barrier,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => {

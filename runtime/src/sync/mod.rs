@@ -83,7 +83,7 @@ pub use semaphore::{OwnedSemaphorePermit, Semaphore, SemaphorePermit, TryAcquire
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
 use crate::loom::UnsafeCell;
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::{self, Butex};
 use std::fmt;
@@ -208,7 +208,7 @@ impl<T: ?Sized> Mutex<T> {
                 CONTENDED,
                 deadline,
                 WaitPolicy::Uninterruptible,
-                WaitOn::Mutex,
+                WaitKind::Mutex,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),
@@ -390,7 +390,7 @@ impl Condvar {
             seq,
             deadline,
             WaitPolicy::Uninterruptible,
-            WaitOn::Condvar,
+            WaitKind::Condvar,
         ) {
             Ok(()) | Err(WaitError::WouldBlock) => {}
             Err(e) => return Err(e),
@@ -540,7 +540,7 @@ impl CountdownEvent {
                 cur,
                 deadline,
                 WaitPolicy::Uninterruptible,
-                WaitOn::Barrier,
+                WaitKind::Barrier,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),

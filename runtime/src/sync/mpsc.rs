@@ -126,7 +126,7 @@ use super::select_source::SelectSource;
 use crate::error::WaitError;
 use crate::loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use crate::loom::UnsafeCell;
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::{WaitPolicy, WaitQueue};
 use crate::sched;
 use crate::wait::{self, Butex};
@@ -416,7 +416,7 @@ impl<T> Chan<T> {
                 epoch,
                 deadline,
                 WaitPolicy::Interruptible,
-                WaitOn::Channel,
+                WaitKind::Channel,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => Ok(()),
                 Err(e) => Err(ended(e)),
@@ -523,7 +523,7 @@ impl<T> Chan<T> {
                 PARKED,
                 deadline,
                 WaitPolicy::Interruptible,
-                WaitOn::Channel,
+                WaitKind::Channel,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => {
@@ -734,7 +734,7 @@ impl<T> Slot<T> {
                         full,
                         deadline,
                         WaitPolicy::Interruptible,
-                        WaitOn::Channel,
+                        WaitKind::Channel,
                     ) {
                         Ok(()) | Err(WaitError::WouldBlock) => continue,
                         Err(e) => ended(e),

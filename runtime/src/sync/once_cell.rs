@@ -14,7 +14,7 @@
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
 use crate::loom::UnsafeCell;
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::deadline::without_scope;
 use crate::wait::{self, Butex};
@@ -324,7 +324,7 @@ impl<T> OnceCell<T> {
                     s,
                     None,
                     WaitPolicy::Uninterruptible,
-                    WaitOn::OnceCell,
+                    WaitKind::OnceCell,
                 )
             }),
             Wait::Until(d) => wait::wait(
@@ -332,7 +332,7 @@ impl<T> OnceCell<T> {
                 s,
                 d,
                 WaitPolicy::Uninterruptible,
-                WaitOn::OnceCell,
+                WaitKind::OnceCell,
             ),
         };
         match waited {

@@ -25,7 +25,7 @@ use super::select_source::SelectSource;
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
 use crate::loom::UnsafeCell;
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::{WaitPolicy, WaitQueue};
 use crate::wait::{self, Butex};
 use std::fmt;
@@ -249,7 +249,7 @@ impl<T> Receiver<T> {
                 s,
                 deadline,
                 WaitPolicy::Interruptible,
-                WaitOn::Channel,
+                WaitKind::Channel,
             );
             if let Err(
                 e @ (WaitError::TimedOut

@@ -28,7 +28,7 @@ use super::{Mutex, MutexGuard};
 use crate::error::WaitError;
 use crate::loom::sync::atomic::Ordering;
 use crate::loom::UnsafeCell;
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::{self, Butex};
 use std::fmt;
@@ -211,7 +211,7 @@ impl<T: ?Sized> RwLock<T> {
                 s,
                 deadline,
                 WaitPolicy::Uninterruptible,
-                WaitOn::RwLock,
+                WaitKind::RwLock,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),
@@ -266,7 +266,7 @@ impl<T: ?Sized> RwLock<T> {
                 seq,
                 deadline,
                 WaitPolicy::Uninterruptible,
-                WaitOn::RwLock,
+                WaitKind::RwLock,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(e) => return Err(e),

@@ -34,7 +34,7 @@
 use super::select_source::SelectSource;
 use crate::error::WaitError;
 use crate::io::{self, Interest};
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::{Relay, WaitNode, WaitPolicy, WaitQueue, Waiter};
 use crate::sched;
 use crate::sync::{mpsc, oneshot};
@@ -358,7 +358,7 @@ impl<'a> Select<'a> {
             0,
             wait_until,
             WaitPolicy::Interruptible,
-            WaitOn::Channel,
+            WaitKind::Channel,
         ) {
             Ok(()) | Err(WaitError::WouldBlock) => Ok(None),
             Err(WaitError::TimedOut) if deadline.is_none_or(|d| Instant::now() < d) => Ok(None),

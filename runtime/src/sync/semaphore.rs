@@ -28,7 +28,7 @@
 
 use crate::error::WaitError;
 use crate::loom::sync::atomic::{fence, AtomicUsize, Ordering};
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::{self, Butex};
 use std::fmt;
@@ -337,7 +337,7 @@ impl Semaphore {
                 seq,
                 deadline,
                 WaitPolicy::Interruptible,
-                WaitOn::Semaphore,
+                WaitKind::Semaphore,
             ) {
                 Ok(()) => true,
                 Err(WaitError::WouldBlock) => false,

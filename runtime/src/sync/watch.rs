@@ -71,7 +71,7 @@ use crate::error::WaitError;
 use crate::loom::lock;
 use crate::loom::sync::atomic::{AtomicUsize, Ordering};
 use crate::loom::sync::Mutex;
-use crate::meta::activity::WaitOn;
+use crate::meta::activity::WaitKind;
 use crate::meta::wait_queue::WaitPolicy;
 use crate::wait::{self, Butex};
 use std::fmt;
@@ -351,7 +351,7 @@ impl<T> Receiver<T> {
                 s,
                 deadline,
                 WaitPolicy::Interruptible,
-                WaitOn::Channel,
+                WaitKind::Channel,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 Err(WaitError::TimedOut) => return Err(RecvTimeoutError::Timeout),

@@ -51,7 +51,7 @@ use crate::error::{NoSuchTask, WaitError};
 use crate::loom::sync::atomic::{AtomicU32, Ordering};
 use crate::loom::sync::MutexGuard;
 use crate::loom::thread as os_thread;
-use crate::meta::activity::{WaitOn, WaitWord};
+use crate::meta::activity::{WaitKind, WaitOn, WaitWord};
 use crate::meta::family::for_each_child;
 use crate::meta::seam::{Blocked, Blocker, BlockerRef, Suspend};
 use crate::meta::wait_queue::{claim, Outcome, WaitNode, WaitPolicy, WaitQueue, Waiter, Wake};
@@ -158,7 +158,7 @@ impl Butex {
             expected,
             deadline,
             WaitPolicy::Interruptible,
-            WaitOn::Butex,
+            WaitKind::Butex,
         )
     }
 
@@ -185,9 +185,9 @@ pub(crate) fn wait(
     expected: u32,
     deadline: Option<Instant>,
     kind: WaitPolicy,
-    on: WaitOn,
+    on: impl Into<WaitOn>,
 ) -> Result<(), WaitError> {
-    wait_as(queue, expected, deadline, kind, on.word())
+    wait_as(queue, expected, deadline, kind, on.into().word())
 }
 
 /// [`wait`], with what it waits on encoded.
