@@ -218,9 +218,6 @@ pub(crate) struct TaskGroup {
     /// When this worker last polled its I/O poller (see
     /// [`BUDGET_POLL_GAP`]).
     io_polled_at: Cell<Instant>,
-    /// A task yielded for the cooperative budget and the poller is due:
-    /// poll it before the next task runs (`sched/coop.rs`).
-    io_poll_due: Cell<bool>,
     /// A task that must run next (after `spawn_urgent`).
     next: Cell<Option<TaskRef>>,
     /// The sleep of this worker's tasks that ends first, as far as the
@@ -384,7 +381,6 @@ impl TaskGroup {
             ),
             tick: Cell::new(0),
             io_polled_at: Cell::new(Instant::now()),
-            io_poll_due: Cell::new(false),
             next: Cell::new(None),
             next_sleep: Cell::new(None),
             sleeper: Cell::new(None),
@@ -533,14 +529,16 @@ impl TaskGroup {
 
     /// The running task is about to yield for the cooperative budget
     /// (`sched/coop.rs`): if this worker has fds registered and last
-    /// polled them [`BUDGET_POLL_GAP`] ago or more, they are polled before
-    /// the next task runs. Otherwise a worker whose task yields after long
-    /// slices (128 reads of 20 µs each: 2.6 ms) would poll only every 61
-    /// of them, and a reply another of its tasks waits for would wait
-    /// that long: 160 ms.
+    /// polled them [`BUDGET_POLL_GAP`] ago or more, they are polled now,
+    /// from the yielding task (what their events wake joins the ready
+    /// list ahead of it, as a waker's `make_ready` from a task does).
+    /// Otherwise a worker whose task yields after long slices (128 reads
+    /// of 20 µs each: 2.6 ms) would poll only every 61 of them, and a
+    /// reply another of its tasks waits for would wait that long: 160 ms.
+    /// Here, not in the pick of the next task: no other switch pays.
     pub(crate) fn budget_spent(&self) {
         if self.polls() && self.io_polled_at.get().elapsed() >= BUDGET_POLL_GAP {
-            self.io_poll_due.set(true);
+            self.poll_io(PollWait::NoWait);
         }
     }
 
@@ -548,12 +546,6 @@ impl TaskGroup {
     fn next_local(&self) -> Option<TaskRef> {
         if let Some(t) = self.next.take() {
             return Some(t);
-        }
-        if self.io_poll_due.get() {
-            // A task yielded for its budget: the tasks its worker's events
-            // wake join the queue before it runs again.
-            self.io_poll_due.set(false);
-            self.poll_io(PollWait::NoWait);
         }
         let tick = self.tick.get().wrapping_add(1);
         self.tick.set(tick);
