@@ -473,7 +473,11 @@ impl Panel {
     /// category, then spindle's ratio to each peer: the median over the runs
     /// of spindle's figure over the peer's in the same run.
     fn table(&self) -> String {
-        let mut s = format!("### {}\n\n| system |", self.title);
+        let mut s = if self.title.is_empty() {
+            String::from("| system |")
+        } else {
+            format!("### {}\n\n| system |", self.title)
+        };
         for c in &self.categories {
             write!(s, " {c} |").unwrap();
         }
