@@ -175,13 +175,20 @@ fn forged_and_stale_task_ids_reach_no_task() {
         let ended = spindle::spawn(|| ());
         let stale = ended.id();
         ended.join().unwrap();
-        // Likely in the slot the ended task gave back (the worker's
-        // cache): its id differs only by version.
+        // In the slot the ended task gave back (the worker's slot cache is
+        // a stack): its id differs only by version. The low 24 bits of an
+        // id are its slot.
         let (ready_tx, ready_rx) = oneshot::channel();
         let sleeper = spindle::spawn(move || {
             let _ = ready_tx.send(());
             spindle::sleep(Duration::from_millis(20))
         });
+        const SLOT: u64 = (1 << 24) - 1;
+        assert_eq!(
+            sleeper.id().as_u64() & SLOT,
+            stale.as_u64() & SLOT,
+            "the stale id's slot is not the sleeper's: the test tests nothing"
+        );
         let mut ready_rx = ready_rx;
         ready_rx.recv().unwrap();
         let r = (spindle::interrupt(stale), spindle::stop(stale));

@@ -113,6 +113,33 @@ fn per_worker_figures_sum_to_the_totals() {
     assert_sums(&s);
 }
 
+/// A worker's own figures move with its own work (the sums above hold by
+/// construction; these would catch figures filed under the wrong worker).
+#[test]
+fn a_workers_switches_count_the_switches_of_its_tasks() {
+    const YIELDS: u64 = 100;
+    let rt = rt(2);
+    let before = rt.stats();
+    on_worker(&rt, 1, || {
+        for _ in 0..YIELDS {
+            spindle::yield_now();
+        }
+    })
+    .join()
+    .unwrap();
+    let after = rt.stats();
+    let grown = after.workers()[1].switches - before.workers()[1].switches;
+    assert!(
+        grown >= YIELDS,
+        "worker 1 switched {grown} times: {after:?}"
+    );
+    assert!(after.switches >= before.switches + YIELDS, "{after:?}");
+    assert!(
+        after.workers()[1].busy > before.workers()[1].busy,
+        "{after:?}"
+    );
+}
+
 #[test]
 fn a_placed_task_counts_in_its_workers_tasks_while_it_sleeps() {
     let rt = rt(2);
