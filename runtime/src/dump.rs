@@ -525,7 +525,7 @@ mod walk {
                 done,
                 Some(deadline),
                 WaitPolicy::Uninterruptible,
-                WaitOn::Join,
+                WaitKind::Join,
             ) {
                 Ok(()) | Err(WaitError::WouldBlock) => {}
                 // Timed out (or the caller's deadline scope passed): what
