@@ -5,9 +5,10 @@
 //!
 //! Each test puts two tasks on a runtime of one worker: a *busy* one that
 //! calls its socket in a loop that never has to wait (a plain thread of
-//! the test keeps the socket ready), and a *talker* that makes 100
-//! request/response round trips with an echo thread over a connection of
-//! its own. Without the budget the busy task holds the worker for good and
+//! the test keeps the socket ready, or, for `peek` and `wait_fd`, data
+//! queued once and never read keeps it ready by construction), and a
+//! *talker* that makes 100 request/response round trips with an echo
+//! thread over a connection of its own. Without the budget the busy task holds the worker for good and
 //! the round trips never happen. The tests assert that the round trips
 //! complete, with a bound (10 s for 100) that only a starved talker
 //! misses: they measure no speed.
@@ -289,6 +290,75 @@ fn a_unix_reader_that_never_waits_leaves_room_for_round_trips() {
     );
 }
 
+/// A TCP loop of `peek` on data that was written once and is never read:
+/// its socket is ready by construction, whatever the machine does (a
+/// feeding thread kept off the CPU could let the tests above see `EAGAIN`
+/// and pass without the budget; this one cannot).
+#[test]
+fn a_tcp_peek_loop_on_queued_data_leaves_room_for_round_trips() {
+    let flags = Flags::default();
+    let (peeked, mut writer) = std_tcp_pair();
+    writer.write_all(b"never read").unwrap();
+    let holder = hold_until_done(&flags, writer);
+    let f = flags.clone();
+    let busy = move || -> io::Result<()> {
+        let s = TcpStream::from_std(peeked)?;
+        s.set_read_timeout(Some(BACKSTOP))?;
+        let mut buf = [0u8; 16];
+        while !f.done.load(Ordering::Relaxed) {
+            assert_eq!(s.peek(&mut buf)?, 10);
+            f.calls.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    };
+    assert!(
+        round_trips_beside(&flags, busy, holder),
+        "{ROUND_TRIPS} round trips beside a TCP peek loop on queued data did not \
+         complete within {STARVED_AFTER:?}: the loop starved them"
+    );
+}
+
+/// A UDP loop of `peek_from` on one datagram that is never received: ready
+/// by construction, as the TCP peek loop above.
+#[test]
+fn a_udp_peek_loop_on_a_queued_datagram_leaves_room_for_round_trips() {
+    let flags = Flags::default();
+    let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sender
+        .send_to(&[5u8; 24], receiver.local_addr().unwrap())
+        .unwrap();
+    let holder = hold_until_done(&flags, sender);
+    let f = flags.clone();
+    let busy = move || -> io::Result<()> {
+        let s = UdpSocket::from_std(receiver)?;
+        s.set_read_timeout(Some(BACKSTOP))?;
+        let mut buf = [0u8; 64];
+        while !f.done.load(Ordering::Relaxed) {
+            assert_eq!(s.peek_from(&mut buf)?.0, 24);
+            f.calls.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    };
+    assert!(
+        round_trips_beside(&flags, busy, holder),
+        "{ROUND_TRIPS} round trips beside a UDP peek loop on a queued datagram did \
+         not complete within {STARVED_AFTER:?}: the loop starved them"
+    );
+}
+
+/// A thread that only holds `peer` (the other end of a busy task's socket)
+/// open until the test ends: a socket whose data stays needs no feeding.
+fn hold_until_done<P: Send + 'static>(flags: &Flags, peer: P) -> thread::JoinHandle<()> {
+    let f = flags.clone();
+    thread::spawn(move || {
+        while !f.feeder_done.load(Ordering::SeqCst) {
+            thread::sleep(Duration::from_millis(5));
+        }
+        drop(peer);
+    })
+}
+
 /// A loop of `io::wait_fd` on an fd that is always ready (a socket with
 /// unread data) does not starve a talker on its worker.
 #[test]
@@ -296,15 +366,7 @@ fn a_wait_fd_loop_on_a_ready_fd_leaves_room_for_round_trips() {
     let flags = Flags::default();
     let (ready, mut writer) = std_tcp_pair();
     writer.write_all(b"never read").unwrap();
-    let f = flags.clone();
-    // Nothing to feed: the data stays. The thread only holds the peer
-    // open until the test ends.
-    let holder = thread::spawn(move || {
-        while !f.feeder_done.load(Ordering::SeqCst) {
-            thread::sleep(Duration::from_millis(5));
-        }
-        drop(writer);
-    });
+    let holder = hold_until_done(&flags, writer);
     let f = flags.clone();
     let busy = move || -> io::Result<()> {
         while !f.done.load(Ordering::Relaxed) {
