@@ -14,11 +14,16 @@
 # about every task stack (runtime/src/stack: `ValgrindStackRegistration`),
 # so switching stacks is no error. No suppressions are needed.
 #
-# Without valgrind, the script says it skipped and succeeds.
+# Without valgrind, the script says it skipped and succeeds, unless
+# SPINDLE_REQUIRE_VALGRIND=1 (as CI sets it): then it fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if ! command -v valgrind >/dev/null 2>&1; then
+  if [ "${SPINDLE_REQUIRE_VALGRIND:-0}" = 1 ]; then
+    echo "memcheck: FAILED: valgrind is not installed (apt-get install valgrind)"
+    exit 1
+  fi
   echo "memcheck: skipped: valgrind is not installed"
   exit 0
 fi
