@@ -40,7 +40,9 @@ fn main() {
             println!("add {i}: the total is now {}", answer.recv().unwrap());
         }
         drop(requests);
-        println!("the counter ended with {}", counter.join().unwrap());
+        let total = counter.join().unwrap();
+        println!("the counter ended with {total}");
+        assert_eq!(total, n * (n + 1) / 2);
 
         // 2. Two producers, one fast (with a pause), one slow; the slow
         // one's end (its sender dropped) ends the loop.

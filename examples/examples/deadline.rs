@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 const MS: Duration = Duration::from_millis(1);
 
 /// A step of some work that takes `ms`, under a deadline of its own.
-fn step(name: &str, ms: u32, own: u32, start: Instant) {
+fn step(name: &str, ms: u32, own: u32, start: Instant) -> Result<(), SleepError> {
     let r = spindle::with_deadline(Instant::now() + own * MS, || spindle::sleep(ms * MS));
     let verdict = match r {
         Ok(()) => "done".to_string(),
@@ -23,6 +23,7 @@ fn step(name: &str, ms: u32, own: u32, start: Instant) {
         "  {name} ({ms} ms, own deadline {own} ms): {verdict} at {:.0?}",
         start.elapsed()
     );
+    r
 }
 
 fn main() {
@@ -33,14 +34,16 @@ fn main() {
         println!("a request with 50 ms to live:");
         spindle::with_deadline(start + 50 * MS, || {
             // Its own deadline is the earlier: it wins.
-            step("parse", 20, 10, start);
+            let parsed = step("parse", 20, 10, start);
+            assert_eq!(parsed, Err(SleepError::DeadlineExceeded));
             // What is left of the request's time: what a call to a server
             // would carry in its request (`rpc` sends it so).
             let deadline = spindle::current_deadline().expect("inside a scope");
             let left = deadline.saturating_duration_since(Instant::now());
             println!("  time left for the request: {left:.0?}");
             // The request's is the earlier: the step ends at 50 ms.
-            step("fetch", 100, 200, start);
+            let fetched = step("fetch", 100, 200, start);
+            assert_eq!(fetched, Err(SleepError::DeadlineExceeded));
         });
 
         // A task spawned through a JoinSet (or a scope) is the request's
@@ -54,16 +57,16 @@ fn main() {
             spindle::spawn(|| spindle::sleep(60 * MS))
         });
         let (_, child) = children.join_next().unwrap().unwrap();
-        println!(
-            "  its JoinSet child: {:?} at {:.0?}",
-            child.unwrap(),
-            start.elapsed()
-        );
+        let child = child.unwrap();
+        println!("  its JoinSet child: {child:?} at {:.0?}", start.elapsed());
         let alone = detached.join().unwrap();
         println!("  the detached task: {alone:?} at {:.0?}", start.elapsed());
+        assert_eq!(child, Err(SleepError::DeadlineExceeded));
+        assert_eq!(alone, Ok(()));
         println!(
             "after the request: current_deadline() = {:?}",
             spindle::current_deadline()
         );
+        assert_eq!(spindle::current_deadline(), None);
     });
 }

@@ -30,7 +30,7 @@ fn main() {
             });
         }
         // join_next waits for whichever task ends next; None once all have.
-        let mut sum = 0;
+        let (mut sum, mut collected) = (0, 0);
         while let Some((id, result)) = set.join_next().expect("no deadline, no interrupt here") {
             let (shard, ms) = result.expect("a task panicked");
             println!(
@@ -38,7 +38,9 @@ fn main() {
                 start.elapsed()
             );
             sum += ms;
+            collected += 1;
         }
+        assert_eq!(collected, n, "one result from every task");
         println!(
             "{n} shards, {sum} ms of sleeps in all, collected in {:.1?}",
             start.elapsed()

@@ -43,6 +43,7 @@ fn main() {
         spindle::sleep(5 * MS).unwrap();
         sleeper.stop().unwrap();
         let woken = sleeper.join().unwrap();
+        assert_eq!(woken, 3);
         println!(
             "the sleeper was woken {woken} times, then stopped, at {:.1?}",
             start.elapsed()
@@ -67,9 +68,13 @@ fn main() {
         request.stop().unwrap();
         println!("the request, stopped: {:?}", request.join().unwrap());
         // Ends when every sender (each child's, the request's) has gone.
+        let mut children = 0;
         for (i, how) in results.iter() {
             println!("  child {i}: its sleep ended {how:?}");
+            assert_eq!(how, Err(SleepError::Stopped));
+            children += 1;
         }
+        assert_eq!(children, 3);
         println!("all ended at {:.1?}", start.elapsed());
     });
 }
