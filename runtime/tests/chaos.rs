@@ -24,6 +24,7 @@ mod common;
 
 use spindle::sync::{Condvar, CountdownEvent, Mutex, MutexGuard};
 use spindle::{Butex, JoinError, JoinHandle, Runtime, SleepError, TaskId, WaitError};
+use spindle_testkit::Rng;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -46,35 +47,6 @@ const TASK_ACTORS: u64 = 6;
 const THREAD_ACTORS: u64 = 2;
 /// The payload of every planned panic; the hook keeps them quiet.
 const PLANNED: &str = "chaos: a planned panic";
-
-/// A small xorshift generator: each actor has its own, so that a run's
-/// choices differ by actor but need no shared state.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64, actor: u64) -> Self {
-        Rng((seed ^ actor.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn one_in(&mut self, n: u64) -> bool {
-        self.below(n) == 0
-    }
-
-    fn micros_up_to(&mut self, max: u64) -> Duration {
-        Duration::from_micros(self.below(max + 1))
-    }
-}
 
 /// What the actors share, and the tallies they keep.
 struct World {
@@ -240,7 +212,7 @@ fn teller(w: &World, rng: &mut Rng) {
     for _ in 0..STEPS {
         let (from, to) = (rng.below(ACCOUNTS as u64), rng.below(ACCOUNTS as u64));
         let amount = rng.below(50) as i64;
-        let pause = rng.one_in(8).then(|| rng.micros_up_to(100));
+        let pause = rng.one_in(8).then(|| rng.micros(0, 100));
         // The pause comes after the transfer: a task the runtime's stop
         // unwinds from it has moved all of its money or none.
         let transfer = |bank: &mut MutexGuard<'_, [i64; ACCOUNTS]>| {
@@ -255,7 +227,7 @@ fn teller(w: &World, rng: &mut Rng) {
         match rng.below(3) {
             0 => transfer(&mut w.bank.lock().expect("outside any scope")),
             1 => {
-                let deadline = Instant::now() + rng.micros_up_to(300);
+                let deadline = Instant::now() + rng.micros(0, 300);
                 match w.bank.lock_until(Some(deadline)) {
                     Ok(mut g) => transfer(&mut g),
                     Err(WaitError::TimedOut) => {
@@ -266,7 +238,7 @@ fn teller(w: &World, rng: &mut Rng) {
                 }
             }
             _ => {
-                let deadline = Instant::now() + rng.micros_up_to(300);
+                let deadline = Instant::now() + rng.micros(0, 300);
                 spindle::with_deadline(deadline, || match w.bank.lock() {
                     Ok(mut g) => transfer(&mut g),
                     Err(WaitError::DeadlineExceeded) => {
@@ -284,14 +256,14 @@ fn teller(w: &World, rng: &mut Rng) {
 /// Puts random items on the queue and notifies, one or all.
 fn producer(w: &World, rng: &mut Rng) {
     for _ in 0..STEPS {
-        w.queue().push(rng.next() >> 16);
+        w.queue().push(rng.next_u64() >> 16);
         if rng.one_in(4) {
             w.not_empty.notify_all();
         } else {
             w.not_empty.notify_one();
         }
         if rng.one_in(16) {
-            nap(rng.micros_up_to(200));
+            nap(rng.micros(0, 200));
         }
     }
 }
@@ -309,7 +281,7 @@ fn consumer(w: &World, rng: &mut Rng) {
                 q.take()
             }
             1 => {
-                let deadline = Instant::now() + rng.micros_up_to(500);
+                let deadline = Instant::now() + rng.micros(0, 500);
                 while q.items.is_empty() {
                     match w.not_empty.wait_until(q, deadline) {
                         Ok(g) => q = g,
@@ -329,7 +301,7 @@ fn consumer(w: &World, rng: &mut Rng) {
             }
             _ => {
                 drop(q);
-                let deadline = Instant::now() + rng.micros_up_to(500);
+                let deadline = Instant::now() + rng.micros(0, 500);
                 let taken = spindle::with_deadline(deadline, || {
                     let q = w.queue.lock()?;
                     let mut q = w.not_empty.wait_while(q, |q| q.items.is_empty())?;
@@ -367,8 +339,8 @@ fn listen(w: &World, rng: &mut Rng, who: Listener) -> bool {
         let bell = &w.bells[rng.below(BELLS as u64) as usize];
         let seen = bell.value().load(Ordering::Acquire);
         let now = Instant::now();
-        let own = now + rng.micros_up_to(400);
-        let scope = rng.one_in(3).then(|| now + rng.micros_up_to(400));
+        let own = now + rng.micros(0, 400);
+        let scope = rng.one_in(3).then(|| now + rng.micros(0, 400));
         let r = match scope {
             Some(s) => spindle::with_deadline(s, || bell.wait(seen, Some(own))),
             None => bell.wait(seen, Some(own)),
@@ -416,7 +388,7 @@ fn ringer(w: &World, rng: &mut Rng) {
         } else {
             bell.wake_one();
         }
-        nap(rng.micros_up_to(100));
+        nap(rng.micros(0, 100));
     }
 }
 
@@ -427,7 +399,7 @@ fn target(w: &World, rng: &mut Rng) {
     let never_set = CountdownEvent::new(1);
     loop {
         let stopped = match rng.below(4) {
-            0 => match spindle::sleep(rng.micros_up_to(2_000)) {
+            0 => match spindle::sleep(rng.micros(0, 2_000)) {
                 Ok(()) => false,
                 Err(SleepError::Interrupted) => {
                     bump(&w.tally.interrupted);
@@ -438,7 +410,7 @@ fn target(w: &World, rng: &mut Rng) {
             },
             1 => listen(w, rng, Listener::Target),
             2 => {
-                let deadline = Instant::now() + rng.micros_up_to(300);
+                let deadline = Instant::now() + rng.micros(0, 300);
                 match w.bank.lock_until(Some(deadline)) {
                     Ok(g) => drop((BankHeld::enter(&w.bank_held), g)),
                     Err(WaitError::TimedOut) => not_early("a target's lock_until", deadline),
@@ -448,7 +420,7 @@ fn target(w: &World, rng: &mut Rng) {
                 false
             }
             _ => {
-                let deadline = Instant::now() + rng.micros_up_to(300);
+                let deadline = Instant::now() + rng.micros(0, 300);
                 assert_eq!(
                     never_set.wait_until(deadline),
                     Err(WaitError::TimedOut),
@@ -495,7 +467,7 @@ fn family(w: &Arc<World>, rng: &mut Rng) -> u64 {
             }
             let (signal, live, w2) = (Signal(done.clone()), Live::new(w), w.clone());
             let panics = rng.one_in(3);
-            let pause = rng.micros_up_to(300);
+            let pause = rng.micros(0, 300);
             let body = move || {
                 let (_signal, _live) = (signal, live);
                 w2.children_ran.fetch_add(1, Ordering::Relaxed);
@@ -528,7 +500,7 @@ fn family(w: &Arc<World>, rng: &mut Rng) -> u64 {
         .collect();
     // Half the time, first wait for them all on the event.
     if rng.one_in(2) {
-        let deadline = Instant::now() + rng.micros_up_to(200);
+        let deadline = Instant::now() + rng.micros(0, 200);
         match done.wait_until(deadline) {
             Ok(()) => assert_eq!(done.count(), 0),
             Err(WaitError::TimedOut) => not_early("a countdown wait", deadline),
@@ -537,9 +509,7 @@ fn family(w: &Arc<World>, rng: &mut Rng) -> u64 {
         done.wait().expect("outside any scope");
     }
     for (k, panics, child) in children {
-        let join_deadline = rng
-            .one_in(5)
-            .then(|| Instant::now() + rng.micros_up_to(100));
+        let join_deadline = rng.one_in(5).then(|| Instant::now() + rng.micros(0, 100));
         let r = match join_deadline {
             Some(deadline) => spindle::with_deadline(deadline, || child.join()),
             None => child.join(),
@@ -573,7 +543,7 @@ fn driver(w: &World, targets: &[TaskId], enough: &AtomicBool) -> usize {
     while !enough.load(Ordering::Acquire) {
         let t = targets[rng.below(targets.len() as u64) as usize];
         gone += spindle::interrupt(t).is_err() as usize;
-        std::thread::sleep(rng.micros_up_to(50));
+        std::thread::sleep(rng.micros(0, 50));
     }
     for &t in targets {
         gone += spindle::stop(t).is_err() as usize;
@@ -828,11 +798,14 @@ fn everything_at_once_keeps_every_invariant() {
 /// When to cut a scene short: a random moment in its first 40 ms (100 ms
 /// in a debug build), while the cast is at full play.
 fn random_moment(w: &World) -> Duration {
-    w.rng(0).micros_up_to(if cfg!(debug_assertions) {
-        100_000
-    } else {
-        40_000
-    })
+    w.rng(0).micros(
+        0,
+        if cfg!(debug_assertions) {
+            100_000
+        } else {
+            40_000
+        },
+    )
 }
 
 /// The runtime shuts down at a random moment under the whole cast: the
@@ -955,7 +928,7 @@ fn one_of_two_runtimes_shuts_down_under_the_other() {
         let mut rng = w.rng(0xfeed);
         let (mut fed, start) = (0u64, Instant::now());
         while start.elapsed() < after {
-            let (live, pause) = (Live::new(w), rng.micros_up_to(200));
+            let (live, pause) = (Live::new(w), rng.micros(0, 200));
             let task = first.spawn(move || {
                 let _live = live;
                 spindle::sleep(pause).expect("nobody interrupts these");

@@ -9,12 +9,11 @@ mod common;
 mod net_common;
 
 use common::rt;
-use net_common::{
-    echo_server, expect_err, pattern, signalled, tcp_pair, BACKSTOP, LOOPBACK, SETTLE,
-};
+use net_common::{echo_server, expect_err, signalled, tcp_pair, BACKSTOP, LOOPBACK, SETTLE};
 use spindle::io::{wait_fd, Interest};
 use spindle::net::{TcpListener, TcpStream, UdpSocket, UnixStream};
 use spindle::Runtime;
+use spindle_testkit::pattern;
 use std::fmt::Debug;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -69,7 +68,7 @@ fn exercise(rt: &Runtime) {
                 spindle::spawn(move || {
                     let mut s = TcpStream::connect(addr).unwrap();
                     s.set_read_timeout(Some(BACKSTOP)).unwrap();
-                    let msg = pattern(1000, i as u64);
+                    let msg = pattern(i as u64, 1000);
                     s.write_all(&msg).unwrap();
                     let mut back = vec![0u8; msg.len()];
                     s.read_exact(&mut back).unwrap();

@@ -6,12 +6,12 @@ mod common;
 mod net_common;
 
 use common::rt;
-use net_common::{echo_server, pattern, raise_fd_limit, XorShift, BACKSTOP, LOOPBACK};
+use net_common::{echo_server, raise_fd_limit, BACKSTOP, LOOPBACK};
 use spindle::net::{TcpListener, TcpStream};
 use spindle::sync::CountdownEvent;
+use spindle_testkit::{pattern, Rng};
 use std::io::{Read, Write};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Open files this binary may need: both ends of every connection of the
 /// tests here, which run at once, and some to spare.
@@ -50,7 +50,7 @@ fn a_thousand_concurrent_connections_each_echo_twenty_round_trips() {
                 all_connected.wait().unwrap();
                 let mut back = [0u8; LEN];
                 for round in 0..ROUNDS {
-                    let msg = pattern(LEN, (i * ROUNDS + round) as u64);
+                    let msg = pattern((i * ROUNDS + round) as u64, LEN);
                     s.write_all(&msg).unwrap();
                     s.read_exact(&mut back).unwrap();
                     assert!(
@@ -68,8 +68,8 @@ fn a_thousand_concurrent_connections_each_echo_twenty_round_trips() {
 }
 
 /// A pause of 0 to 2 ms.
-fn pause(rng: &mut XorShift) {
-    spindle::sleep(Duration::from_micros(rng.below(2001))).unwrap();
+fn pause(rng: &mut Rng) {
+    spindle::sleep(rng.micros(0, 2000)).unwrap();
 }
 
 /// Guards echo under irregular traffic: 200 clients × 200 messages of random sizes, with random 0-2 ms pauses (some mid-message), all echoed right.
@@ -85,13 +85,13 @@ fn two_hundred_clients_with_random_pauses_all_echo_right() {
     let clients: Vec<_> = (0..CLIENTS)
         .map(|i| {
             rt.spawn(move || {
-                let mut rng = XorShift::new(1_000 + i as u64);
+                let mut rng = Rng::new(1_000, i as u64);
                 let mut s = TcpStream::connect(addr).expect("connect");
                 s.set_read_timeout(Some(BACKSTOP)).unwrap();
                 let mut sent = 0u64;
                 for m in 0..MESSAGES {
                     let len = 1 + rng.below(256) as usize;
-                    let msg = pattern(len, rng.next_u64());
+                    let msg = pattern(rng.next_u64(), len);
                     if len > 1 && rng.below(4) == 0 {
                         // In two writes with a pause between: the server
                         // reads the message in pieces.

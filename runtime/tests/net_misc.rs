@@ -7,11 +7,12 @@ mod net_common;
 
 use common::rt;
 use net_common::{
-    assert_wait_error, echo, echo_server, expect_err, one_byte_from_three_clients, pattern, Ticker,
+    assert_wait_error, echo, echo_server, expect_err, one_byte_from_three_clients, Ticker,
     BACKSTOP, LOOPBACK, PROMPTLY, SETTLE,
 };
 use spindle::net::{lookup_host, TcpListener, TcpStream, UdpSocket, UnixListener, UnixStream};
 use spindle::WaitError;
+use spindle_testkit::pattern;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -71,7 +72,7 @@ fn connect_by_name_works_on_one_worker() {
         for (i, c) in conns.iter().enumerate() {
             c.set_read_timeout(Some(BACKSTOP)).unwrap();
             assert_eq!(c.peer_addr().unwrap().port(), port);
-            round_trip(c, &pattern(100, i as u64));
+            round_trip(c, &pattern(i as u64, 100));
         }
         drop(conns);
         assert_eq!(server.join().unwrap(), 400);
@@ -235,7 +236,7 @@ fn a_unix_listener_serves_an_echo() {
         });
         let client = Arc::new(UnixStream::connect(path.path()).unwrap());
         client.set_read_timeout(Some(BACKSTOP)).unwrap();
-        let data = Arc::new(pattern(LEN, 7));
+        let data = Arc::new(pattern(7, LEN));
         let writer = {
             let (client, data) = (client.clone(), data.clone());
             spindle::spawn(move || {

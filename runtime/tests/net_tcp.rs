@@ -11,11 +11,11 @@ mod net_common;
 use common::{rt, wait_for};
 use net_common::{
     a_task_runs_within, assert_wait_error, echo, echo_server, expect_err,
-    one_byte_from_three_clients, pattern, signalled, tcp_pair, BACKSTOP, LOOPBACK, PROMPTLY,
-    SETTLE,
+    one_byte_from_three_clients, signalled, tcp_pair, BACKSTOP, LOOPBACK, PROMPTLY, SETTLE,
 };
 use spindle::net::{TcpListener, TcpStream};
 use spindle::{SleepError, WaitError};
+use spindle_testkit::pattern;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,7 +56,7 @@ fn echo_of_every_size_comes_back_unchanged() {
             let server = spindle::spawn(move || echo_server(listener, 1));
             let client = Arc::new(TcpStream::connect(addr).unwrap());
             client.set_read_timeout(Some(BACKSTOP)).unwrap();
-            let data = Arc::new(pattern(size, size as u64));
+            let data = Arc::new(pattern(size as u64, size));
             // A writer task of its own: a large echo flows both ways at once.
             let writer = {
                 let (client, data) = (client.clone(), data.clone());
@@ -299,8 +299,8 @@ fn a_stream_is_full_duplex_across_tasks() {
             s.set_write_timeout(Some(BACKSTOP)).unwrap();
         }
         let (a, b) = (Arc::new(a), Arc::new(b));
-        let to_b = Arc::new(pattern(LEN, 1));
-        let to_a = Arc::new(pattern(LEN, 2));
+        let to_b = Arc::new(pattern(1, LEN));
+        let to_a = Arc::new(pattern(2, LEN));
         let write =
             |s: Arc<TcpStream>, data: Arc<Vec<u8>>| spindle::spawn(move || (&*s).write_all(&data));
         let a_writes = write(a.clone(), to_b.clone());

@@ -97,6 +97,72 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// A small seeded generator (xorshift64, seeded through splitmix64 so that
+/// neighbouring streams of one seed differ from their first number): test
+/// data, pauses and choices, the same for the same seed.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// The generator of `stream` (an actor, a connection…) under `seed`.
+    pub fn new(seed: u64, stream: u64) -> Rng {
+        let mut z = seed ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        // xorshift must not start at 0.
+        Rng((z ^ (z >> 31)) | 1)
+    }
+
+    /// The next number.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in `0..n` (0 if `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next_u64() % n
+        }
+    }
+
+    /// A number in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+
+    /// True once in `n` calls, on average.
+    pub fn one_in(&mut self, n: u64) -> bool {
+        self.below(n) == 0
+    }
+
+    /// A duration of `lo..=hi` µs.
+    pub fn micros(&mut self, lo: u64, hi: u64) -> std::time::Duration {
+        std::time::Duration::from_micros(self.range(lo, hi))
+    }
+
+    /// A generator of its own for a task or thread this one starts.
+    pub fn fork(&mut self) -> Rng {
+        Rng::new(self.next_u64(), 0x5eed)
+    }
+}
+
+/// `len` bytes drawn from `seed`, different from seed to seed and from
+/// place to place, so that a lost, repeated or reordered chunk shows.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut r = Rng::new(seed, 0xda7a);
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        v.extend_from_slice(&r.next_u64().to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
 /// The earliest `Instant` the platform can represent: from now, steps
 /// back that halve each time one does not fit (the extreme `first` of a
 /// periodic timer, in the timer's tests).

@@ -64,6 +64,7 @@ use spindle::sync::{
 use spindle::{
     Butex, JoinError, JoinHandle, JoinNext, JoinSet, Runtime, SleepError, TaskId, WaitError,
 };
+use spindle_testkit::{pattern, Rng};
 use spindle_timer::{TimerOptions, TimerThread, Unschedule};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
@@ -195,70 +196,7 @@ fn clock_seed() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    Rng::new(nanos, u64::from(std::process::id())).next()
-}
-
-// ---------------------------------------------------------------------------
-// The generator
-// ---------------------------------------------------------------------------
-
-/// xorshift64, seeded through splitmix64 so that neighbouring streams of
-/// one seed differ from their first number.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64, stream: u64) -> Rng {
-        let mut z = seed ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        Rng((z ^ (z >> 31)) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A number in `0..n` (0 if `n` is 0).
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-
-    /// A number in `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-
-    fn one_in(&mut self, n: u64) -> bool {
-        self.below(n) == 0
-    }
-
-    fn micros(&mut self, lo: u64, hi: u64) -> Duration {
-        Duration::from_micros(self.range(lo, hi))
-    }
-
-    /// A generator of its own for a task this one spawns.
-    fn fork(&mut self) -> Rng {
-        Rng::new(self.next(), 0x5eed)
-    }
-}
-
-/// `len` bytes drawn from `seed`: what a connection sends and expects back.
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = Rng::new(seed, 0xda7a);
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        v.extend_from_slice(&r.next().to_le_bytes());
-    }
-    v.truncate(len);
-    v
+    Rng::new(nanos, u64::from(std::process::id())).next_u64()
 }
 
 // ---------------------------------------------------------------------------
@@ -914,7 +852,7 @@ fn spawn_tree(rng: &mut Rng) {
     let made = Arc::new(AtomicU64::new(0));
     let depth = rng.range(1, 4) as u32;
     let fan = rng.range(1, 4);
-    let joined = tree_node(rng.next(), depth, fan, made.clone());
+    let joined = tree_node(rng.next_u64(), depth, fan, made.clone());
     let made = made.load(SeqCst);
     check!(
         joined == made,
@@ -933,7 +871,7 @@ fn tree_node(seed: u64, depth: u32, fan: u64, made: Arc<AtomicU64>) -> u64 {
     }
     let kids: Vec<Tracked<u64>> = (0..rng.range(0, fan))
         .map(|_| {
-            let (s, m) = (rng.next(), made.clone());
+            let (s, m) = (rng.next_u64(), made.clone());
             spawn_t(&mut rng, move || tree_node(s, depth - 1, fan, m))
         })
         .collect();
@@ -1649,7 +1587,7 @@ fn channels(rng: &mut Rng) {
 fn oneshots(rng: &mut Rng) {
     for _ in 0..rng.range(1, 8) {
         let (tx, mut rx) = oneshot::channel::<u64>();
-        let v = rng.next();
+        let v = rng.next_u64();
         let pause = rng.micros(0, 1000);
         match rng.below(4) {
             0 => {
@@ -2230,7 +2168,7 @@ fn echo_client(r: &mut Rng) {
         } else {
             r.range(1, 2048)
         } as usize;
-        let data = pattern(r.next(), len);
+        let data = pattern(r.next_u64(), len);
         let writer = if len > 16 * 1024 || r.one_in(4) {
             let (s, data) = (s.clone(), data.clone());
             Some(spawn_t(r, move || {
@@ -2279,7 +2217,7 @@ fn echo_client(r: &mut Rng) {
         2 => reset(s),
         _ => {
             // Data in flight: the server may be reading or writing it.
-            let _ = (&s).write_all(&pattern(r.next(), r.range(1, 8192) as usize));
+            let _ = (&s).write_all(&pattern(r.next_u64(), r.range(1, 8192) as usize));
             reset(s);
         }
     }
@@ -2309,7 +2247,7 @@ fn tcp_fault(rng: &mut Rng, form: u64) -> io::Result<()> {
         0 => {
             let n = rng.range(0, 4096) as u32;
             let s = connect(RESET_AFTER, n)?;
-            (&s).write_all(&pattern(rng.next(), n as usize))?;
+            (&s).write_all(&pattern(rng.next_u64(), n as usize))?;
             let r = (&s).read(&mut [0u8; 64]);
             match r {
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
@@ -2599,7 +2537,7 @@ fn panics(rng: &mut Rng) {
 /// the shutdown is cancelled. Runs on the blocking pool (a runtime's
 /// shutdown blocks its caller's thread).
 fn shutdown_under_load(rng: &mut Rng) {
-    let seed = rng.next();
+    let seed = rng.next_u64();
     BLOCKING_SPAWNED.fetch_add(1, SeqCst);
     Stat::BlockingJobs.add(1);
     let h = spindle::task::spawn_blocking(move || second_runtime(seed));
@@ -2629,7 +2567,7 @@ fn second_runtime(seed: u64) {
     let mut hs = Vec::new();
     for _ in 0..rng.range(10, 150) {
         let kind = rng.below(9);
-        let seed = rng.next();
+        let seed = rng.next_u64();
         let (tally2, never, lock) = (tally.clone(), never.clone(), lock.clone());
         let (body, state) = counted(&tally, move || load(kind, seed, tally2, never, lock));
         hs.push(Tracked::new(handle.spawn(body), state, &tally));
@@ -2732,7 +2670,7 @@ fn load(kind: u64, seed: u64, tally: Arc<Tally>, never: Arc<Butex>, lock: Arc<Mu
             let mut run = || -> io::Result<()> {
                 let s = connect(ECHO, 0)?;
                 for _ in 0..rng.range(1, 20) {
-                    let data = pattern(rng.next(), rng.range(1, 4096) as usize);
+                    let data = pattern(rng.next_u64(), rng.range(1, 4096) as usize);
                     (&s).write_all(&data)?;
                     let mut back = vec![0u8; data.len()];
                     (&s).read_exact(&mut back)?;

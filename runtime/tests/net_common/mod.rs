@@ -1,6 +1,7 @@
 //! Helpers shared by the network I/O tests: connected pairs, an echo
 //! server, the error a wait ended with, a task that shows its worker is
-//! free, test data from a small PRNG, and the file-descriptor limit.
+//! free, and the file-descriptor limit (test data: `spindle_testkit`'s
+//! `pattern` and `Rng`).
 
 // Each test binary compiles this module and uses only some of it.
 #![allow(dead_code)]
@@ -176,41 +177,6 @@ impl Drop for Ticker {
         // A failing test must not leave the ticker running for good.
         self.done.store(true, Ordering::SeqCst);
     }
-}
-
-/// xorshift64: test data and pauses, reproducible from a seed.
-pub struct XorShift(u64);
-
-impl XorShift {
-    pub fn new(seed: u64) -> Self {
-        // Spread small seeds; xorshift must not start at 0.
-        XorShift(seed.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A number in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-}
-
-/// `len` bytes of data that differ from seed to seed and from place to
-/// place, so that a lost, repeated or reordered chunk shows.
-pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut rng = XorShift::new(seed);
-    let mut v = Vec::with_capacity(len);
-    while v.len() < len {
-        let word = rng.next_u64().to_le_bytes();
-        let take = (len - v.len()).min(word.len());
-        v.extend_from_slice(&word[..take]);
-    }
-    v
 }
 
 /// Raises this process's soft limit on open files to `want` (or to the
