@@ -18,8 +18,8 @@
 #     through one unbounded channel (Go: buffered to 4096) to one consumer;
 #     millions of messages per second.
 #
-# Every cell is the median of its runs; "-" where a system has no such
-# channel. The ratios are spindle's time per operation over each peer's
+# Every cell is the median of its runs and, in brackets, the worst; "-"
+# where a system has no such channel. The ratios are of the medians. The ratios are spindle's time per operation over each peer's
 # (per round trip, or per message: the peer's rate over spindle's), so below
 # 1 spindle is faster; the goal column checks spindle against the best
 # peer: ping-pong at most 0.7 of its time, one-way at least its rate. Last,
@@ -77,12 +77,18 @@ for line in open(sys.argv[1]):
     rows.setdefault((kv["case"], kv["system"]), []).append(kv)
 systems = sys.argv[2].split()
 cases = list(dict.fromkeys(c for c, _ in rows))
+def runs(case, system):
+    return [float(r["value"]) for r in rows.get((case, system), []) if r["value"] != "-"]
 def med(case, system):
-    vals = [float(r["value"]) for r in rows.get((case, system), []) if r["value"] != "-"]
+    vals = runs(case, system)
     return statistics.median(vals) if vals else None
 def cost(case, v):
     # Time per operation, whatever the unit: per round trip, or per message.
     return None if v is None else v if case.startswith("pingpong") else 1 / v
+def worst(case, system):
+    # The run with the highest cost per operation.
+    vals = runs(case, system)
+    return max(vals, key=lambda v: cost(case, v)) if vals else None
 print("| case | " + " | ".join(systems) + " | best peer | spindle / best | goal |")
 print("|---" * (len(systems) + 4) + "|")
 ratio_lines = []
@@ -90,7 +96,10 @@ for case in cases:
     ping = case.startswith("pingpong")
     unit = "ns" if ping else "M/s"
     cells = {s: med(case, s) for s in systems}
-    fmt = lambda v: "-" if v is None else (f"{v:,.0f} {unit}" if ping else f"{v:.1f} {unit}")
+    num = lambda v: f"{v:,.0f}" if ping else f"{v:.1f}"
+    def fmt(s):
+        v = cells[s]
+        return "-" if v is None else f"{num(v)} ({num(worst(case, s))}) {unit}"
     peers = {s: v for s, v in cells.items() if s != "spindle" and v is not None}
     sp = cells.get("spindle")
     best, ratio, goal = "-", "-", "-"
@@ -102,7 +111,7 @@ for case in cases:
             ratio = f"{r:.2f}x"
             limit = 0.7 if ping else 1.0
             goal = f"≤ {limit:.2f}: " + ("met" if r <= limit else "not met")
-    print(f"| {case} | " + " | ".join(fmt(cells[s]) for s in systems) + f" | {best} | {ratio} | {goal} |")
+    print(f"| {case} | " + " | ".join(fmt(s) for s in systems) + f" | {best} | {ratio} | {goal} |")
     if sp is not None:
         ratio_lines.append(f"| {case} | " + " | ".join(
             "-" if s == "spindle" or cells[s] is None else f"{cost(case, sp) / cost(case, cells[s]):.2f}x"
