@@ -10,7 +10,7 @@
 
 use crate::driver::{Direction, IoReadiness};
 use crate::loom::sync::atomic::{AtomicU32, Ordering};
-use crate::meta::activity::WaitKind;
+use crate::meta::activity::{Interest, WaitKind};
 use crate::meta::wait_queue::WaitPolicy;
 use crate::wait;
 use loom::sync::Arc;
@@ -53,8 +53,7 @@ fn read_all(s: &Socket, want: u32) -> u32 {
             WaitPolicy::Interruptible,
             WaitKind::Fd {
                 fd: -1,
-                read: true,
-                both: false,
+                interest: Interest::Readable,
             },
         ) {
             Ok(()) | Err(crate::error::WaitError::WouldBlock) => {}
