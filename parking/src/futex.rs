@@ -311,6 +311,7 @@ mod imp {
     }
 
     impl Futex {
+        /// A futex word holding `value`, with no waiters.
         pub fn new(value: u32) -> Self {
             Futex {
                 word: AtomicU32::new(value),
@@ -319,6 +320,7 @@ mod imp {
             }
         }
 
+        /// The word itself.
         pub fn word(&self) -> &AtomicU32 {
             &self.word
         }
@@ -329,10 +331,14 @@ mod imp {
             self.wait_until_masked(expected, None, super::ANY)
         }
 
+        /// As [`wait`](Self::wait): without a clock, the deadline never
+        /// passes.
         pub fn wait_until(&self, expected: u32, _deadline: Option<Instant>) -> bool {
             self.wait_until_masked(expected, None, super::ANY)
         }
 
+        /// Waits while the word holds `expected`, until a wake whose mask
+        /// shares a bit with `mask` (0: any) picks this waiter.
         pub fn wait_until_masked(&self, expected: u32, _: Option<Instant>, mask: u32) -> bool {
             let mask = super::nonzero(mask);
             let mut waiters = self.waiters.lock().unwrap();
@@ -352,10 +358,13 @@ mod imp {
             }
         }
 
+        /// Wakes up to `n` waiters; returns how many.
         pub fn wake(&self, n: u32) -> usize {
             self.wake_masked(n, super::ANY)
         }
 
+        /// Wakes up to `n` waiters whose masks share a bit with `mask`;
+        /// returns how many.
         pub fn wake_masked(&self, n: u32, mask: u32) -> usize {
             let mask = super::nonzero(mask);
             let mut waiters = self.waiters.lock().unwrap();
