@@ -7,7 +7,7 @@ mod common;
 
 use common::{rt, wait_for};
 use spindle::sync::mpsc;
-use spindle::{JoinError, JoinSet, SleepError, WaitError};
+use spindle::{JoinError, JoinSet, SleepError, TaskState, WaitError, WaitKind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -223,6 +223,74 @@ fn stopping_a_spawner_stops_its_children_and_grandchildren() {
     // fails at once, stopped.
     let r = parent.join().unwrap();
     assert!(matches!(r, Ok(()) | Err(WaitError::Stopped)), "{r:?}");
+}
+
+/// Guards the order of a stop: a task stopped while it waits in
+/// `join_next` gets `Stopped`, not the result of a child that the same
+/// stop ended (the children, stopped, end at once on either worker and
+/// tell the set; the stop claims the parent's wait first). The stops come
+/// from a task just woken by the timer, so that the other worker is often
+/// awake to run a stopped child at once: a stop that stopped the children
+/// before it claimed the parent's wait lost this race in about a third of
+/// the rounds.
+#[test]
+fn a_stopped_join_next_fails_even_as_the_stopped_children_end() {
+    let rt = rt(2);
+    let rounds = common::scaled(300, 30);
+    let outcomes = rt.block_on(move || {
+        let handle = spindle::Handle::current();
+        (0..rounds)
+            .map(|_| {
+                let request = spindle::spawn(|| {
+                    let mut children = JoinSet::new();
+                    for _ in 0..3 {
+                        children.spawn(|| spindle::sleep(LONG));
+                    }
+                    children.join_next().map(|next| next.is_some())
+                });
+                // Stopped only once it waits: a stop before join_next
+                // begins lets the stopped children end first, and a
+                // join_next that finds a result ready returns it without
+                // waiting.
+                // And its children asleep, as a request's would be.
+                loop {
+                    let dump = handle.dump();
+                    let joining = matches!(
+                        dump.get(request.id()).map(|t| &t.state),
+                        Some(TaskState::Waiting {
+                            on: WaitKind::Join,
+                            ..
+                        })
+                    );
+                    let asleep = dump
+                        .iter()
+                        .filter(|t| matches!(t.state, TaskState::Sleeping { .. }))
+                        .count();
+                    if joining && asleep == 3 {
+                        break;
+                    }
+                    spindle::yield_now();
+                }
+                // Woken by the timer just before the stop, as a request's
+                // supervisor would be: the other worker is then often
+                // awake too, looking for work.
+                spindle::sleep(Duration::from_millis(1)).unwrap();
+                request.stop().unwrap();
+                request.join().unwrap()
+            })
+            .collect::<Vec<_>>()
+    });
+    let wrong: Vec<_> = outcomes
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| **r != Err(WaitError::Stopped))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} of {rounds} stopped join_next calls did not fail with Stopped; the first: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
 }
 
 /// Guards the race of an adoption with a stop: a child spawned by a task

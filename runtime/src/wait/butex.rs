@@ -661,15 +661,22 @@ pub(crate) fn signal(id: TaskId, how: Signal) -> Result<(), NoSuchTask> {
     Ok(())
 }
 
-/// Stops `t`, whose interrupt lock `st` is: marks it stopped, stops its
-/// running children and theirs in turn (`meta::family`: a request's
-/// children end with it; each child's lock is taken under its parent's),
-/// and ends its current stoppable wait, returning the task to make ready
+/// Stops `t`, whose interrupt lock `st` is: marks it stopped, ends its
+/// current stoppable wait, then stops its running children and theirs in
+/// turn (`meta::family`: a request's children end with it; each child's
+/// lock is taken under its parent's), returning the task to make ready
 /// once the lock is dropped.
+///
+/// The wait is claimed before the children are stopped: a stopped child
+/// may end at once on another worker and tell its parent (a `JoinSet`'s
+/// `join_next`), and that wake-up, which the stop itself caused, must not
+/// end the parent's wait with a result before the stop ends it with
+/// `Stopped`.
 pub(super) fn stop_locked(t: TaskRef, st: &mut MutexGuard<'_, InterruptState>) -> Option<TaskRef> {
     t.mark_stopped();
+    let woken = interrupt_locked(st, Signal::Stop);
     for_each_child(t, st, |child| {
-        let woken = {
+        let child_woken = {
             let mut cst = child.lock_interrupts();
             // Linked, so not ended: a child unlinks itself, under the lock
             // we hold, before its end is published. One stopped already
@@ -679,9 +686,9 @@ pub(super) fn stop_locked(t: TaskRef, st: &mut MutexGuard<'_, InterruptState>) -
             }
             stop_locked(child, &mut cst)
         };
-        if let Some(w) = woken {
+        if let Some(w) = child_woken {
             make_ready(w);
         }
     });
-    interrupt_locked(st, Signal::Stop)
+    woken
 }
