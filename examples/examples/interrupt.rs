@@ -8,7 +8,7 @@
 //! `cargo run --release --example interrupt`
 
 use spindle::sync::mpsc;
-use spindle::{JoinSet, SleepError};
+use spindle::{JoinSet, SleepError, WaitError};
 use std::time::{Duration, Instant};
 
 const MS: Duration = Duration::from_millis(1);
@@ -61,12 +61,14 @@ fn main() {
                         .unwrap()
                 });
             }
-            // Fails at once with Stopped when the request is stopped.
+            // Fails with Stopped when the request is stopped.
             children.join_next().map(|_| ())
         });
         spindle::sleep(5 * MS).unwrap();
         request.stop().unwrap();
-        println!("the request, stopped: {:?}", request.join().unwrap());
+        let stopped = request.join().unwrap();
+        println!("the request, stopped: {stopped:?}");
+        assert_eq!(stopped, Err(WaitError::Stopped));
         // Ends when every sender (each child's, the request's) has gone.
         let mut children = 0;
         for (i, how) in results.iter() {
