@@ -137,28 +137,13 @@ fn round_trips_beside(
 #[test]
 fn a_tcp_reader_that_never_waits_leaves_room_for_round_trips() {
     let flags = Flags::default();
-    let (reader_side, mut feeder_side) = std_tcp_pair();
-    let f = flags.clone();
-    let feeder = thread::spawn(move || {
-        let chunk = vec![7u8; 64 * 1024];
-        while !f.feeder_done.load(Ordering::SeqCst) {
-            if feeder_side.write_all(&chunk).is_err() {
-                return;
-            }
-        }
-    });
+    let (reader_side, feeder_side) = std_tcp_pair();
+    let feeder = feed_without_pause(&flags, feeder_side);
     let f = flags.clone();
     let busy = move || -> io::Result<()> {
-        let mut s = TcpStream::from_std(reader_side)?;
+        let s = TcpStream::from_std(reader_side)?;
         s.set_read_timeout(Some(BACKSTOP))?;
-        let mut buf = [0u8; 16];
-        while !f.done.load(Ordering::Relaxed) {
-            if s.read(&mut buf)? == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            f.calls.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(())
+        read_until_done(&f, s, &mut [0u8; 16], || {})
     };
     assert!(
         round_trips_beside(&flags, busy, feeder),
@@ -257,31 +242,15 @@ fn a_udp_receiver_that_never_waits_leaves_room_for_round_trips() {
 #[test]
 fn a_unix_reader_that_never_waits_leaves_room_for_round_trips() {
     let flags = Flags::default();
-    let (reader_side, mut feeder_side) = std::os::unix::net::UnixStream::pair().unwrap();
+    let (reader_side, feeder_side) = std::os::unix::net::UnixStream::pair().unwrap();
     // A Unix stream's queue is bounded by its sender's buffer.
     ask_for_a_large_buffer(&feeder_side, libc::SO_SNDBUF);
-    let f = flags.clone();
-    let feeder = thread::spawn(move || {
-        let chunk = vec![7u8; 64 * 1024];
-        while !f.feeder_done.load(Ordering::SeqCst) {
-            if feeder_side.write_all(&chunk).is_err() {
-                return;
-            }
-        }
-    });
+    let feeder = feed_without_pause(&flags, feeder_side);
     let f = flags.clone();
     let busy = move || -> io::Result<()> {
-        let mut s = UnixStream::from_std(reader_side)?;
+        let s = UnixStream::from_std(reader_side)?;
         s.set_read_timeout(Some(BACKSTOP))?;
-        let mut buf = [0u8; 1];
-        while !f.done.load(Ordering::Relaxed) {
-            if s.read(&mut buf)? == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            work_a_little();
-            f.calls.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(())
+        read_until_done(&f, s, &mut [0u8; 1], work_a_little)
     };
     assert!(
         round_trips_beside(&flags, busy, feeder),
@@ -345,6 +314,41 @@ fn a_udp_peek_loop_on_a_queued_datagram_leaves_room_for_round_trips() {
         "{ROUND_TRIPS} round trips beside a UDP peek loop on a queued datagram did \
          not complete within {STARVED_AFTER:?}: the loop starved them"
     );
+}
+
+/// A thread that writes to `peer` (the other end of a busy task's
+/// stream) without pause until the test ends, or the stream does.
+fn feed_without_pause<W: Write + Send + 'static>(
+    flags: &Flags,
+    mut peer: W,
+) -> thread::JoinHandle<()> {
+    let f = flags.clone();
+    thread::spawn(move || {
+        let chunk = vec![7u8; 64 * 1024];
+        while !f.feeder_done.load(Ordering::SeqCst) {
+            if peer.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// A busy task's loop over a stream fed without pause: reads into `buf`
+/// and calls `after_each` until the test raises `done`; EOF is an error.
+fn read_until_done(
+    f: &Flags,
+    mut s: impl Read,
+    buf: &mut [u8],
+    after_each: impl Fn(),
+) -> io::Result<()> {
+    while !f.done.load(Ordering::Relaxed) {
+        if s.read(buf)? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        after_each();
+        f.calls.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
 }
 
 /// A thread that only holds `peer` (the other end of a busy task's socket)
