@@ -287,6 +287,21 @@ fn waits_of_every_kind_keep_each_tasks_spans() {
     assert_eq!(unsettled("interleave:"), []);
 }
 
+/// Runs `body` in two tasks of `rt`, named by the argument "a" and "b",
+/// and waits for both.
+fn run_as_a_and_b(rt: &spindle::Runtime, body: impl Fn(&'static str) + Clone + Send + 'static) {
+    let tasks: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|who| {
+            let body = body.clone();
+            rt.spawn(move || body(who))
+        })
+        .collect();
+    for t in tasks {
+        t.join().unwrap();
+    }
+}
+
 /// Two levels of spans in two tasks survive waits in order: after each
 /// wait the inner span is current again, with the outer above it; once the
 /// inner one is exited, the outer one is current.
@@ -294,35 +309,27 @@ fn waits_of_every_kind_keep_each_tasks_spans() {
 fn nested_spans_come_back_in_order() {
     init();
     let rt = rt(1);
-    let tasks: Vec<_> = ["a", "b"]
-        .into_iter()
-        .map(|who| {
-            rt.spawn(move || {
-                let outer = info_span!("outer", tag = format!("nest:{who}:outer"));
-                let _o = outer.enter();
-                info!("nest:{who}:outer:0");
-                {
-                    let inner = info_span!("inner", tag = format!("nest:{who}:inner"));
-                    let _i = inner.enter();
-                    // One switch before each event (two would hide a
-                    // re-entry in the wrong order).
-                    for r in 0..3 {
-                        if r % 2 == 0 {
-                            spindle::yield_now();
-                        } else {
-                            spindle::sleep(Duration::from_micros(200)).unwrap();
-                        }
-                        info!("nest:{who}:inner:{r}");
-                    }
+    run_as_a_and_b(&rt, |who| {
+        let outer = info_span!("outer", tag = format!("nest:{who}:outer"));
+        let _o = outer.enter();
+        info!("nest:{who}:outer:0");
+        {
+            let inner = info_span!("inner", tag = format!("nest:{who}:inner"));
+            let _i = inner.enter();
+            // One switch before each event (two would hide a
+            // re-entry in the wrong order).
+            for r in 0..3 {
+                if r % 2 == 0 {
+                    spindle::yield_now();
+                } else {
+                    spindle::sleep(Duration::from_micros(200)).unwrap();
                 }
-                spindle::yield_now();
-                info!("nest:{who}:outer:1");
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.join().unwrap();
-    }
+                info!("nest:{who}:inner:{r}");
+            }
+        }
+        spindle::yield_now();
+        info!("nest:{who}:outer:1");
+    });
     info!("nest:outside");
     let mut expected = Vec::new();
     let (a, b) = (
@@ -350,40 +357,32 @@ fn nested_spans_come_back_in_order() {
 fn a_span_entered_twice() {
     init();
     let rt = rt(1);
-    let tasks: Vec<_> = ["a", "b"]
-        .into_iter()
-        .map(|who| {
-            rt.spawn(move || {
-                let a = info_span!("twice", tag = format!("twice:{who}:a"));
-                let g1 = a.enter();
-                let g2 = a.enter();
-                spindle::yield_now();
-                info!("twice:{who}:aa");
-                // Made inside `a`: its child.
-                let b = info_span!("between", tag = format!("twice:{who}:b"));
-                let g3 = b.enter();
-                let g4 = a.enter();
-                spindle::sleep(Duration::from_micros(200)).unwrap();
-                // The registry skips a duplicate entry: `b` is current.
-                info!("twice:{who}:aaba");
-                drop(g4);
-                spindle::yield_now();
-                info!("twice:{who}:aab");
-                drop(g3);
-                spindle::sleep(Duration::from_micros(200)).unwrap();
-                info!("twice:{who}:aa2");
-                drop(g2);
-                spindle::yield_now();
-                info!("twice:{who}:a");
-                drop(g1);
-                spindle::yield_now();
-                info!("twice:{who}:none");
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.join().unwrap();
-    }
+    run_as_a_and_b(&rt, |who| {
+        let a = info_span!("twice", tag = format!("twice:{who}:a"));
+        let g1 = a.enter();
+        let g2 = a.enter();
+        spindle::yield_now();
+        info!("twice:{who}:aa");
+        // Made inside `a`: its child.
+        let b = info_span!("between", tag = format!("twice:{who}:b"));
+        let g3 = b.enter();
+        let g4 = a.enter();
+        spindle::sleep(Duration::from_micros(200)).unwrap();
+        // The registry skips a duplicate entry: `b` is current.
+        info!("twice:{who}:aaba");
+        drop(g4);
+        spindle::yield_now();
+        info!("twice:{who}:aab");
+        drop(g3);
+        spindle::sleep(Duration::from_micros(200)).unwrap();
+        info!("twice:{who}:aa2");
+        drop(g2);
+        spindle::yield_now();
+        info!("twice:{who}:a");
+        drop(g1);
+        spindle::yield_now();
+        info!("twice:{who}:none");
+    });
     let mut expected = Vec::new();
     let spans = [["twice:a:b", "twice:a:a"], ["twice:b:b", "twice:b:a"]];
     for (who, s) in ["a", "b"].into_iter().zip(&spans) {
