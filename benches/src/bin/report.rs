@@ -28,6 +28,7 @@
 //! the plots. A plot whose figures are missing from the file is skipped
 //! with a message.
 
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -658,7 +659,6 @@ fn draw_panel(p: &Panel, area: &DrawingArea<SVGBackend, Shift>) -> Result<()> {
         .map(|i| p.bars.iter().filter(|(_, v)| v[i].is_some()).count())
         .collect();
     let slot = 0.84 / per_cat.iter().copied().max().unwrap_or(1).max(1) as f64;
-    let unit = p.unit;
     let mut builder = ChartBuilder::on(area);
     builder
         .caption(p.title.as_str(), (FONT, 19))
@@ -675,41 +675,19 @@ fn draw_panel(p: &Panel, area: &DrawingArea<SVGBackend, Shift>) -> Result<()> {
             let lo = 10f64.powf((lo * 0.9).log10().floor());
             let hi = hi * 8.0;
             let mut chart = builder.build_cartesian_2d(x, (lo..hi).log_scale())?;
-            chart
-                .configure_mesh()
-                .disable_x_mesh()
-                .x_labels(0)
-                .y_label_style((FONT, 14))
-                .y_desc(p.y_desc.as_str())
-                .axis_desc_style((FONT, 15))
-                .y_label_formatter(&|v| unit.tick(*v))
-                .light_line_style(RGBColor(235, 235, 235))
-                .bold_line_style(RGBColor(215, 215, 215))
-                .draw()?;
             bars(p, area, &per_cat, slot, lo, &mut chart)?;
         }
         Scale::Linear => {
             let mut chart = builder.build_cartesian_2d(x, 0f64..hi * 1.3)?;
-            chart
-                .configure_mesh()
-                .disable_x_mesh()
-                .x_labels(0)
-                .y_label_style((FONT, 14))
-                .y_desc(p.y_desc.as_str())
-                .axis_desc_style((FONT, 15))
-                .y_label_formatter(&|v| unit.tick(*v))
-                .light_line_style(RGBColor(235, 235, 235))
-                .bold_line_style(RGBColor(215, 215, 215))
-                .draw()?;
             bars(p, area, &per_cat, slot, 0.0, &mut chart)?;
         }
     }
     Ok(())
 }
 
-/// The bars of a panel on its chart, whatever the y axis, and the names of
-/// its categories under the x axis (on the panel's `area`); `base` is the
-/// bottom of the axis (a log axis has no zero).
+/// The mesh and bars of a panel on its chart, whatever the y axis, and
+/// the names of its categories under the x axis (on the panel's `area`);
+/// `base` is the bottom of the axis (a log axis has no zero).
 fn bars<Y>(
     p: &Panel,
     area: &DrawingArea<SVGBackend, Shift>,
@@ -719,8 +697,20 @@ fn bars<Y>(
     chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<RangedCoordf64, Y>>,
 ) -> Result<()>
 where
-    Y: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
+    let unit = p.unit;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_label_style((FONT, 14))
+        .y_desc(p.y_desc.as_str())
+        .axis_desc_style((FONT, 15))
+        .y_label_formatter(&|v| unit.tick(*v))
+        .light_line_style(RGBColor(235, 235, 235))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .draw()?;
     let name_style = TextStyle::from((FONT, 15).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
     let origin = area.get_base_pixel();
     for (i, name) in p.categories.iter().enumerate() {
