@@ -90,13 +90,9 @@ fn main() {
                 .map(|_| {
                     let (stop, tallies) = (stop.clone(), tallies.clone());
                     rt.spawn(move || {
-                        let mut t = Tally::default();
-                        while !stop.load(Ordering::Relaxed) {
-                            let deadline = Instant::now() + d;
-                            spindle::sleep(d).expect("sleep");
-                            note(&mut t, deadline);
-                        }
-                        tallies.lock().unwrap().push(t);
+                        sleep_until_stopped(&stop, &tallies, d, |d| {
+                            spindle::sleep(d).expect("sleep")
+                        })
                     })
                 })
                 .collect();
@@ -146,13 +142,7 @@ fn main() {
                     // suspends only in may's own sleep.
                     unsafe {
                         may::coroutine::spawn(move || {
-                            let mut t = Tally::default();
-                            while !stop.load(Ordering::Relaxed) {
-                                let deadline = Instant::now() + d;
-                                may::coroutine::sleep(d);
-                                note(&mut t, deadline);
-                            }
-                            tallies.lock().unwrap().push(t);
+                            sleep_until_stopped(&stop, &tallies, d, may::coroutine::sleep)
                         })
                     }
                 })
@@ -169,15 +159,7 @@ fn main() {
                     let (stop, tallies) = (stop.clone(), tallies.clone());
                     std::thread::Builder::new()
                         .stack_size(64 * 1024)
-                        .spawn(move || {
-                            let mut t = Tally::default();
-                            while !stop.load(Ordering::Relaxed) {
-                                let deadline = Instant::now() + d;
-                                std::thread::sleep(d);
-                                note(&mut t, deadline);
-                            }
-                            tallies.lock().unwrap().push(t);
-                        })
+                        .spawn(move || sleep_until_stopped(&stop, &tallies, d, std::thread::sleep))
                         .expect("thread")
                 })
                 .collect();
@@ -212,6 +194,23 @@ fn main() {
         pct(0.5) as f64 / 1e3,
         pct(0.99) as f64 / 1e3,
     );
+}
+
+/// A sleeping task's or thread's loop (`sleep` is its system's sleep):
+/// sleeps of `d` noted one by one until `stop`, then its tally kept.
+fn sleep_until_stopped(
+    stop: &AtomicBool,
+    tallies: &Mutex<Vec<Tally>>,
+    d: Duration,
+    sleep: impl Fn(Duration),
+) {
+    let mut t = Tally::default();
+    while !stop.load(Ordering::Relaxed) {
+        let deadline = Instant::now() + d;
+        sleep(d);
+        note(&mut t, deadline);
+    }
+    tallies.lock().unwrap().push(t);
 }
 
 /// Counts a sleep that was due at `deadline` and, once the load has settled,
